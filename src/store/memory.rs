@@ -1,0 +1,413 @@
+//! Memory writes: create, amend, forget (tables `memory_entries`, `memory_entry_revisions`,
+//! `index_outbox`). Each is one transaction that either commits whole or not at all, and each
+//! returns what committed.
+
+use serde::{Deserialize, Serialize};
+use sqlx::{Postgres, Transaction};
+
+use super::lineage::{copy_sources, insert_revision_source, insert_source, SourceRef};
+use super::{Store, StoreError};
+use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RevisionId};
+
+/// The longest memory body accepted, in characters. Memories are single facts, not documents;
+/// the limit keeps any one entry well inside the default 4096-token retrieval allowance.
+pub const MAX_BODY_CHARS: usize = 4000;
+
+/// The most lineage sources one write may carry (a turn's messages plus retrieved memories).
+pub const MAX_SOURCES_PER_WRITE: usize = 256;
+
+/// Whether an entry can still be retrieved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[sqlx(type_name = "memory_entry_state", rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
+pub enum EntryState {
+    /// Retrievable (subject to eligibility).
+    Live,
+    /// Retired; its history is kept.
+    Forgotten,
+}
+
+/// An explicit policy restriction applied on top of audience eligibility.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "conversation", rename_all = "snake_case")]
+pub enum Restriction {
+    /// No restriction beyond audience evidence.
+    None,
+    /// Only ever eligible in this one conversation.
+    ConversationOnly(ConversationId),
+}
+
+/// Input for [`Store::create_entry`]. `source_actor` must come from the turn's authenticated
+/// context, never from a model argument.
+#[derive(Clone, Debug)]
+pub struct NewMemory {
+    /// Owning runtime agent.
+    pub agent: AgentId,
+    /// Natural prose; labels are never embedded.
+    pub body: String,
+    /// Who the claim concerns; `None` = not resolved yet.
+    pub subject: Option<ActorId>,
+    /// Who supplied the claim.
+    pub source_actor: Option<ActorId>,
+    /// The conversation the memory was formed in (drives conversation candidates).
+    pub origin_conversation: Option<ConversationId>,
+    /// Selected on every applicable turn.
+    pub always_on: bool,
+    /// Explicit restriction.
+    pub restriction: Restriction,
+    /// Lineage; at least one is required so that provenance is never empty.
+    pub sources: Vec<SourceRef>,
+}
+
+/// How an amendment treats the subject.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "actor", rename_all = "snake_case")]
+pub enum SubjectUpdate {
+    /// Keep the current subject.
+    Keep,
+    /// Re-attribute to this actor.
+    Set(ActorId),
+    /// Mark the subject as not resolved.
+    Clear,
+}
+
+/// Input for [`Store::amend_entry`].
+#[derive(Clone, Debug)]
+pub struct Amendment {
+    /// Owning runtime agent.
+    pub agent: AgentId,
+    /// The entry to amend.
+    pub entry: EntryId,
+    /// The revision the caller read; the amend fails with a conflict if it is no longer current.
+    pub expected_revision: RevisionId,
+    /// The new body, or `None` to keep it.
+    pub body: Option<String>,
+    /// The subject change.
+    pub subject: SubjectUpdate,
+    /// Who supplied the correction (authenticated context).
+    pub source_actor: Option<ActorId>,
+    /// New sources, added to every earlier source (which are kept).
+    pub sources: Vec<SourceRef>,
+}
+
+/// Which durable operation committed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteOperation {
+    /// A new entry at revision 1.
+    Create,
+    /// A new revision of an existing entry.
+    Amend,
+    /// The entry was retired.
+    Forget,
+}
+
+/// What committed, from the store's own return values. The ledger is built from these alone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommittedWrite {
+    /// The operation.
+    pub operation: WriteOperation,
+    /// The entry written.
+    pub entry_id: EntryId,
+    /// The resulting (for forget: the final) revision.
+    pub revision_id: RevisionId,
+    /// Its number.
+    pub revision_number: i32,
+    /// Whether the subject differs from the previous revision's (always false for create and
+    /// forget). Only an amend with this set may be described as a re-attribution.
+    pub subject_changed: bool,
+}
+
+/// Why a write changed nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NothingChangedReason {
+    /// No such entry for this runtime agent.
+    UnknownEntry,
+    /// The entry was already forgotten.
+    AlreadyForgotten,
+}
+
+/// A typed "nothing changed" result: not an error, and never licence to claim a write.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NothingChanged {
+    /// The entry that was targeted.
+    pub entry_id: EntryId,
+    /// Why nothing changed.
+    pub reason: NothingChangedReason,
+}
+
+/// Result of amend and forget.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum WriteOutcome {
+    /// The write committed.
+    Committed(CommittedWrite),
+    /// Nothing was written.
+    NothingChanged(NothingChanged),
+}
+
+fn validate_body(body: &str) -> Result<(), StoreError> {
+    if body.trim().is_empty() {
+        return Err(StoreError::invalid("body", "must not be empty"));
+    }
+    let chars = body.chars().count();
+    if chars > MAX_BODY_CHARS {
+        return Err(StoreError::invalid(
+            "body",
+            format!("is {chars} characters; the limit is {MAX_BODY_CHARS} (store one fact per memory)"),
+        ));
+    }
+    if body.contains('\0') {
+        return Err(StoreError::invalid("body", "must not contain NUL characters"));
+    }
+    Ok(())
+}
+
+fn validate_sources(sources: &[SourceRef], required: bool) -> Result<(), StoreError> {
+    if required && sources.is_empty() {
+        return Err(StoreError::invalid("sources", "a new memory needs at least one lineage source"));
+    }
+    if sources.len() > MAX_SOURCES_PER_WRITE {
+        return Err(StoreError::invalid("sources", format!("at most {MAX_SOURCES_PER_WRITE} per write")));
+    }
+    Ok(())
+}
+
+/// Deduplicates while keeping order, so a source named twice is recorded once.
+fn distinct(sources: &[SourceRef]) -> Vec<SourceRef> {
+    let mut seen = std::collections::HashSet::new();
+    sources.iter().copied().filter(|s| seen.insert(*s)).collect()
+}
+
+async fn enqueue_index_work(
+    tx: &mut Transaction<'_, Postgres>,
+    agent: AgentId,
+    revision: RevisionId,
+    work: &str,
+) -> Result<(), StoreError> {
+    sqlx::query("INSERT INTO index_outbox (runtime_agent_id, revision_id, work) VALUES ($1, $2, $3::index_work_kind)")
+        .bind(agent)
+        .bind(revision)
+        .bind(work)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+async fn check_actor(tx: &mut Transaction<'_, Postgres>, field: &'static str, actor: Option<ActorId>) -> Result<(), StoreError> {
+    if let Some(actor) = actor {
+        let exists: Option<(i32,)> = sqlx::query_as("SELECT 1 FROM actors WHERE id = $1")
+            .bind(actor)
+            .fetch_optional(&mut **tx)
+            .await?;
+        if exists.is_none() {
+            return Err(StoreError::invalid(field, format!("actor {actor} does not exist")));
+        }
+    }
+    Ok(())
+}
+
+/// The entry row as amend and forget need it, locked for the rest of the transaction.
+struct LockedEntry {
+    state: EntryState,
+    current_revision: RevisionId,
+    revision_number: i32,
+    body: String,
+    subject: Option<ActorId>,
+}
+
+async fn lock_entry(
+    tx: &mut Transaction<'_, Postgres>,
+    agent: AgentId,
+    entry: EntryId,
+) -> Result<Option<LockedEntry>, StoreError> {
+    let row: Option<(EntryState, RevisionId, i32, String, Option<ActorId>)> = sqlx::query_as(
+        "SELECT e.state, r.id, r.revision_number, r.body, r.subject_actor_id
+           FROM memory_entries e JOIN memory_entry_revisions r ON r.id = e.current_revision_id
+          WHERE e.id = $1 AND e.runtime_agent_id = $2
+            FOR UPDATE OF e",
+    )
+    .bind(entry)
+    .bind(agent)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(row.map(|(state, current_revision, revision_number, body, subject)| LockedEntry {
+        state,
+        current_revision,
+        revision_number,
+        body,
+        subject,
+    }))
+}
+
+impl Store {
+    /// Creates a new entry at revision 1 with its lineage. Create-only: there is no way to
+    /// target an existing entry through this call.
+    pub async fn create_entry(&self, new: NewMemory) -> Result<CommittedWrite, StoreError> {
+        validate_body(&new.body)?;
+        validate_sources(&new.sources, true)?;
+        let entry = EntryId::generate();
+        let revision = RevisionId::generate();
+        let (restriction, restricted_to) = match new.restriction {
+            Restriction::None => ("none", None),
+            Restriction::ConversationOnly(c) => ("conversation_only", Some(c)),
+        };
+        let mut tx = self.pool.begin().await?;
+        check_actor(&mut tx, "subject", new.subject).await?;
+        check_actor(&mut tx, "source actor", new.source_actor).await?;
+        for conversation in [new.origin_conversation, restricted_to].into_iter().flatten() {
+            let found: Option<(i32,)> = sqlx::query_as("SELECT 1 FROM conversations WHERE id = $1 AND runtime_agent_id = $2")
+                .bind(conversation)
+                .bind(new.agent)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if found.is_none() {
+                return Err(StoreError::UnknownReference { kind: ConversationId::LABEL, id: conversation.0 });
+            }
+        }
+        sqlx::query(
+            "INSERT INTO memory_entries (id, runtime_agent_id, always_on, restriction, restricted_conversation_id,
+                                         origin_conversation_id, current_revision_id)
+             VALUES ($1, $2, $3, $4::memory_restriction, $5, $6, $7)",
+        )
+        .bind(entry)
+        .bind(new.agent)
+        .bind(new.always_on)
+        .bind(restriction)
+        .bind(restricted_to)
+        .bind(new.origin_conversation)
+        .bind(revision)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| match &e {
+            sqlx::Error::Database(db) if db.is_foreign_key_violation() => {
+                StoreError::UnknownReference { kind: AgentId::LABEL, id: new.agent.0 }
+            }
+            _ => StoreError::Database(e),
+        })?;
+        sqlx::query(
+            "INSERT INTO memory_entry_revisions (id, entry_id, runtime_agent_id, revision_number, operation, body,
+                                                 subject_actor_id, source_actor_id)
+             VALUES ($1, $2, $3, 1, 'create', $4, $5, $6)",
+        )
+        .bind(revision)
+        .bind(entry)
+        .bind(new.agent)
+        .bind(&new.body)
+        .bind(new.subject)
+        .bind(new.source_actor)
+        .execute(&mut *tx)
+        .await?;
+        for source in distinct(&new.sources) {
+            insert_source(&mut tx, new.agent, revision, source).await?;
+        }
+        enqueue_index_work(&mut tx, new.agent, revision, "index_revision").await?;
+        tx.commit().await?;
+        Ok(CommittedWrite {
+            operation: WriteOperation::Create,
+            entry_id: entry,
+            revision_id: revision,
+            revision_number: 1,
+            subject_changed: false,
+        })
+    }
+
+    /// Adds a revision to a live entry, provided `expected_revision` is still current. Earlier
+    /// evidence is kept (copied) and the parent revision is recorded as a source.
+    pub async fn amend_entry(&self, amendment: Amendment) -> Result<WriteOutcome, StoreError> {
+        if let Some(body) = &amendment.body {
+            validate_body(body)?;
+        }
+        validate_sources(&amendment.sources, false)?;
+        let mut tx = self.pool.begin().await?;
+        let Some(current) = lock_entry(&mut tx, amendment.agent, amendment.entry).await? else {
+            return Ok(nothing_changed(amendment.entry, NothingChangedReason::UnknownEntry));
+        };
+        if current.state == EntryState::Forgotten {
+            return Ok(nothing_changed(amendment.entry, NothingChangedReason::AlreadyForgotten));
+        }
+        if current.current_revision != amendment.expected_revision {
+            return Err(StoreError::RevisionConflict {
+                entry: amendment.entry.0,
+                expected: amendment.expected_revision.0,
+                actual: current.current_revision.0,
+            });
+        }
+        let subject = match amendment.subject {
+            SubjectUpdate::Keep => current.subject,
+            SubjectUpdate::Set(actor) => Some(actor),
+            SubjectUpdate::Clear => None,
+        };
+        let body = amendment.body.unwrap_or_else(|| current.body.clone());
+        let subject_changed = subject != current.subject;
+        if !subject_changed && body == current.body {
+            return Err(StoreError::invalid("amendment", "changes neither the body nor the subject"));
+        }
+        check_actor(&mut tx, "subject", subject).await?;
+        check_actor(&mut tx, "source actor", amendment.source_actor).await?;
+        let revision = RevisionId::generate();
+        let number = current.revision_number + 1;
+        sqlx::query(
+            "INSERT INTO memory_entry_revisions (id, entry_id, runtime_agent_id, revision_number, operation, body,
+                                                 subject_actor_id, source_actor_id)
+             VALUES ($1, $2, $3, $4, 'amend', $5, $6, $7)",
+        )
+        .bind(revision)
+        .bind(amendment.entry)
+        .bind(amendment.agent)
+        .bind(number)
+        .bind(&body)
+        .bind(subject)
+        .bind(amendment.source_actor)
+        .execute(&mut *tx)
+        .await?;
+        copy_sources(&mut tx, current.current_revision, revision).await?;
+        insert_revision_source(&mut tx, amendment.agent, revision, current.current_revision, "parent_revision").await?;
+        for source in distinct(&amendment.sources) {
+            insert_source(&mut tx, amendment.agent, revision, source).await?;
+        }
+        sqlx::query("UPDATE memory_entries SET current_revision_id = $2, updated_at = now() WHERE id = $1")
+            .bind(amendment.entry)
+            .bind(revision)
+            .execute(&mut *tx)
+            .await?;
+        enqueue_index_work(&mut tx, amendment.agent, revision, "index_revision").await?;
+        tx.commit().await?;
+        Ok(WriteOutcome::Committed(CommittedWrite {
+            operation: WriteOperation::Amend,
+            entry_id: amendment.entry,
+            revision_id: revision,
+            revision_number: number,
+            subject_changed,
+        }))
+    }
+
+    /// Retires a live entry. Its revisions, sources and grants stay as history.
+    pub async fn forget_entry(&self, agent: AgentId, entry: EntryId) -> Result<WriteOutcome, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let Some(current) = lock_entry(&mut tx, agent, entry).await? else {
+            return Ok(nothing_changed(entry, NothingChangedReason::UnknownEntry));
+        };
+        if current.state == EntryState::Forgotten {
+            return Ok(nothing_changed(entry, NothingChangedReason::AlreadyForgotten));
+        }
+        sqlx::query("UPDATE memory_entries SET state = 'forgotten', forgotten_at = now(), updated_at = now() WHERE id = $1")
+            .bind(entry)
+            .execute(&mut *tx)
+            .await?;
+        enqueue_index_work(&mut tx, agent, current.current_revision, "retire_entry").await?;
+        tx.commit().await?;
+        Ok(WriteOutcome::Committed(CommittedWrite {
+            operation: WriteOperation::Forget,
+            entry_id: entry,
+            revision_id: current.current_revision,
+            revision_number: current.revision_number,
+            subject_changed: false,
+        }))
+    }
+}
+
+fn nothing_changed(entry: EntryId, reason: NothingChangedReason) -> WriteOutcome {
+    WriteOutcome::NothingChanged(NothingChanged { entry_id: entry, reason })
+}

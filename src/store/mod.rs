@@ -1,0 +1,42 @@
+//! The canonical store: identities, conversations, transcript evidence and append-only memory.
+//!
+//! Every write is one transaction and returns what committed ([`CommittedWrite`]); callers such
+//! as the turn engine build their ledger from those values alone, never from what was asked.
+//! SQL for a table lives in the submodule that owns it.
+
+mod conversation;
+mod error;
+mod history;
+mod identity;
+mod lineage;
+mod memory;
+
+use sqlx::PgPool;
+
+pub use conversation::{ConversationSummary, NewConversation, NewMessage, Topology, Direction};
+pub use error::StoreError;
+pub use history::{EntryHistory, EvidenceView, RevisionView, SourceView};
+pub use identity::{ActorKind, ActorSummary};
+pub use lineage::SourceRef;
+pub use memory::{
+    Amendment, CommittedWrite, EntryState, NewMemory, NothingChanged, NothingChangedReason,
+    Restriction, SubjectUpdate, WriteOperation, WriteOutcome, MAX_BODY_CHARS,
+};
+
+/// Handle on the canonical PostgreSQL store. Cheap to clone (it wraps a pool).
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: PgPool,
+}
+
+impl Store {
+    /// Wraps an open pool whose database has been migrated.
+    pub fn new(pool: PgPool) -> Self {
+        Self { pool }
+    }
+
+    /// The underlying pool, for the modules (retrieval, privacy) that query the same rows.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
