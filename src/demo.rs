@@ -10,8 +10,8 @@ use serde::Serialize;
 
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, IdentityId, MessageId};
 use crate::store::{
-    ActorKind, Amendment, Direction, NewConversation, NewMemory, NewMessage, Restriction, SourceRef, Store,
-    StoreError, SubjectUpdate, WriteOutcome,
+    ActorKind, Amendment, Direction, NewConversation, NewMemory, NewMessage, Restriction, SourceRef, Store, StoreError,
+    SubjectUpdate, WriteOutcome,
 };
 
 /// The demo runtime agent's name.
@@ -141,32 +141,82 @@ pub async fn seed(store: &Store) -> Result<DemoWorkspace, StoreError> {
 
     let m = s.said(engineering, &victor, "For the record: I prefer tabs over spaces, in every repo.").await?;
     let tabs = s
-        .remember(engineering, m, "Prefers tabs over spaces for indentation in every repository.", Some(victor.actor), victor.actor, false)
+        .remember(
+            engineering,
+            m,
+            "Prefers tabs over spaces for indentation in every repository.",
+            Some(victor.actor),
+            victor.actor,
+            false,
+        )
         .await?;
 
-    let m = s.said(dm_priya, &priya, "Between us: I'm interviewing at another company next month. My manager doesn't know.").await?;
+    let m = s
+        .said(dm_priya, &priya, "Between us: I'm interviewing at another company next month. My manager doesn't know.")
+        .await?;
     let private = s
-        .remember(dm_priya, m, "Is interviewing at another company next month and has not told their manager.", Some(priya.actor), priya.actor, false)
+        .remember(
+            dm_priya,
+            m,
+            "Is interviewing at another company next month and has not told their manager.",
+            Some(priya.actor),
+            priya.actor,
+            false,
+        )
         .await?;
 
-    let m = s.said(engineering, &alex_chen, "Team lunch idea: my favourite food is spicy ramen, any ramen place works for me.").await?;
+    let m = s
+        .said(
+            engineering,
+            &alex_chen,
+            "Team lunch idea: my favourite food is spicy ramen, any ramen place works for me.",
+        )
+        .await?;
     let food = s
-        .remember(engineering, m, "Favourite food is spicy ramen; any ramen place works for team lunches.", Some(alex_chen.actor), alex_chen.actor, false)
+        .remember(
+            engineering,
+            m,
+            "Favourite food is spicy ramen; any ramen place works for team lunches.",
+            Some(alex_chen.actor),
+            alex_chen.actor,
+            false,
+        )
         .await?;
 
-    let m = s.said(engineering, &priya, "I have two kids, Maya and Leo; I pick them up from school at 4pm so I'm offline then.").await?;
+    let m = s
+        .said(
+            engineering,
+            &priya,
+            "I have two kids, Maya and Leo; I pick them up from school at 4pm so I'm offline then.",
+        )
+        .await?;
     let children = s
-        .remember(engineering, m, "Has two children, Maya and Leo, and picks them up from school at 4pm (offline then).", Some(priya.actor), priya.actor, false)
+        .remember(
+            engineering,
+            m,
+            "Has two children, Maya and Leo, and picks them up from school at 4pm (offline then).",
+            Some(priya.actor),
+            priya.actor,
+            false,
+        )
         .await?;
 
     let m = s.said(dm_alex_kim, &alex_kim, "Please page me on Slack, never by phone.").await?;
     let paging = s
-        .remember(dm_alex_kim, m, "Wants to be paged on Slack, never by phone.", Some(alex_kim.actor), alex_kim.actor, false)
+        .remember(
+            dm_alex_kim,
+            m,
+            "Wants to be paged on Slack, never by phone.",
+            Some(alex_kim.actor),
+            alex_kim.actor,
+            false,
+        )
         .await?;
 
     let m = s.said(engineering, &dana, "I lead the payments team.").await?;
     let team = s.remember(engineering, m, "Leads the payments team.", Some(dana.actor), dana.actor, false).await?;
-    let correction = s.said(engineering, &dana, "Correction: since October I lead the platform team, not payments.").await?;
+    let correction =
+        s.said(engineering, &dana, "Correction: since October I lead the platform team, not payments.").await?;
     let history = store.entry_history(agent, team).await?.expect("entry just created");
     let amended = store
         .amend_entry(Amendment {
@@ -182,12 +232,21 @@ pub async fn seed(store: &Store) -> Result<DemoWorkspace, StoreError> {
     debug_assert!(matches!(amended, WriteOutcome::Committed(_)));
 
     let m = s.said(dm_victor, &victor, "The deploy freeze starts on Fridays at noon.").await?;
-    let freeze = s.remember(dm_victor, m, "The deploy freeze starts on Fridays at noon.", None, victor.actor, false).await?;
+    let freeze =
+        s.remember(dm_victor, m, "The deploy freeze starts on Fridays at noon.", None, victor.actor, false).await?;
     store.forget_entry(agent, freeze).await?;
 
-    let m = s.said(engineering, &victor, "Team rule: answers about code must name the repository they refer to.").await?;
+    let m =
+        s.said(engineering, &victor, "Team rule: answers about code must name the repository they refer to.").await?;
     let rule = s
-        .remember(engineering, m, "Team rule: answers about code must name the repository they refer to.", None, victor.actor, true)
+        .remember(
+            engineering,
+            m,
+            "Team rule: answers about code must name the repository they refer to.",
+            None,
+            victor.actor,
+            true,
+        )
         .await?;
 
     Ok(DemoWorkspace {

@@ -160,7 +160,10 @@ async fn db(action: DbAction, url: Option<&str>, json: bool) -> Result<()> {
             pool.close().await;
             println!("migrations applied");
         }
-        DbAction::Url => println!("{}", cluster.url().context("the embedded cluster is not initialized; run `mesh-memory db start`")?),
+        DbAction::Url => println!(
+            "{}",
+            cluster.url().context("the embedded cluster is not initialized; run `mesh-memory db start`")?
+        ),
     }
     Ok(())
 }
@@ -201,13 +204,17 @@ async fn show(store: &Store, entry: EntryId, json: bool) -> Result<()> {
 }
 
 fn print_history(h: &EntryHistory) {
-    println!(
-        "entry {}  state: {:?}  always-on: {}  restriction: {}",
-        h.entry_id, h.state, h.always_on, h.restriction
-    );
+    println!("entry {}  state: {:?}  always-on: {}  restriction: {}", h.entry_id, h.state, h.always_on, h.restriction);
     for r in &h.revisions {
         let current = if r.id == h.current_revision_id { "  [current]" } else { "" };
-        println!("\nrevision {} ({}) {}  {}{}", r.revision_number, r.operation, r.id, r.created_at.format("%Y-%m-%d %H:%M"), current);
+        println!(
+            "\nrevision {} ({}) {}  {}{}",
+            r.revision_number,
+            r.operation,
+            r.id,
+            r.created_at.format("%Y-%m-%d %H:%M"),
+            current
+        );
         println!("  subject: {}", r.subject_label.as_deref().unwrap_or("(not resolved)"));
         println!("  source:  {}", r.source_label.as_deref().unwrap_or("(system)"));
         println!("  body:    {}", r.body);

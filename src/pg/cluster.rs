@@ -93,7 +93,8 @@ impl EmbeddedCluster {
     /// A cluster under `root` using the binaries found by [`find_binaries`].
     pub fn new(root: impl Into<PathBuf>) -> Result<Self, PgError> {
         let root = root.into();
-        let root = if root.is_absolute() { root } else { std::env::current_dir().map_err(io("resolve", &root))?.join(root) };
+        let root =
+            if root.is_absolute() { root } else { std::env::current_dir().map_err(io("resolve", &root))?.join(root) };
         Ok(Self { root, bin: find_binaries()?, run_as: server_user()? })
     }
 
@@ -202,7 +203,15 @@ impl EmbeddedCluster {
         let mut cmd = self.command("initdb");
         cmd.arg("-D")
             .arg(self.pgdata())
-            .args(["-U", SUPERUSER, "-E", "UTF8", "--no-locale", "--auth-local=scram-sha-256", "--auth-host=scram-sha-256"])
+            .args([
+                "-U",
+                SUPERUSER,
+                "-E",
+                "UTF8",
+                "--no-locale",
+                "--auth-local=scram-sha-256",
+                "--auth-host=scram-sha-256",
+            ])
             .arg(format!("--pwfile={}", initdb_pw.display()));
         let result = self.run(cmd, "initdb");
         let _ = fs::remove_file(&initdb_pw);

@@ -176,7 +176,11 @@ impl Store {
 
     /// The destination audience of a conversation now: its current members other than the
     /// runtime agent's own actor, sorted.
-    pub async fn current_audience(&self, agent: AgentId, conversation: ConversationId) -> Result<Vec<ActorId>, StoreError> {
+    pub async fn current_audience(
+        &self,
+        agent: AgentId,
+        conversation: ConversationId,
+    ) -> Result<Vec<ActorId>, StoreError> {
         self.conversation(agent, conversation).await?;
         let rows: Vec<(ActorId,)> = sqlx::query_as(
             "SELECT DISTINCT cm.actor_id FROM conversation_memberships cm
@@ -192,7 +196,11 @@ impl Store {
     }
 
     /// One conversation of this runtime agent, or `UnknownReference`.
-    pub async fn conversation(&self, agent: AgentId, conversation: ConversationId) -> Result<ConversationSummary, StoreError> {
+    pub async fn conversation(
+        &self,
+        agent: AgentId,
+        conversation: ConversationId,
+    ) -> Result<ConversationSummary, StoreError> {
         sqlx::query_as(
             "SELECT id, runtime_agent_id, connector, external_channel_id, topology, title
                FROM conversations WHERE id = $1 AND runtime_agent_id = $2",
@@ -217,7 +225,9 @@ impl Store {
         match rows.as_slice() {
             [(id,)] => Ok(*id),
             [] => Err(StoreError::invalid("conversation", format!("no conversation matches {text:?}"))),
-            _ => Err(StoreError::invalid("conversation", format!("{text:?} matches several conversations; use its id"))),
+            _ => {
+                Err(StoreError::invalid("conversation", format!("{text:?} matches several conversations; use its id")))
+            }
         }
     }
 }

@@ -36,7 +36,9 @@ pub enum StoreError {
         id: Uuid,
     },
     /// The entry moved on since the caller read it.
-    #[error("entry {entry} is at revision {actual}, not the expected revision {expected}; read it again before amending")]
+    #[error(
+        "entry {entry} is at revision {actual}, not the expected revision {expected}; read it again before amending"
+    )]
     RevisionConflict {
         /// The entry being amended.
         entry: Uuid,

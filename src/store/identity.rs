@@ -136,7 +136,11 @@ impl Store {
     }
 
     /// Resolves an authenticated connector identity to its actor.
-    pub async fn resolve_identity(&self, connector: &str, external_id: &str) -> Result<Option<(IdentityId, ActorId)>, StoreError> {
+    pub async fn resolve_identity(
+        &self,
+        connector: &str,
+        external_id: &str,
+    ) -> Result<Option<(IdentityId, ActorId)>, StoreError> {
         Ok(sqlx::query_as("SELECT id, actor_id FROM connector_identities WHERE connector = $1 AND external_id = $2")
             .bind(connector)
             .bind(external_id)

@@ -195,12 +195,14 @@ async fn enqueue_index_work(
     Ok(())
 }
 
-async fn check_actor(tx: &mut Transaction<'_, Postgres>, field: &'static str, actor: Option<ActorId>) -> Result<(), StoreError> {
+async fn check_actor(
+    tx: &mut Transaction<'_, Postgres>,
+    field: &'static str,
+    actor: Option<ActorId>,
+) -> Result<(), StoreError> {
     if let Some(actor) = actor {
-        let exists: Option<(i32,)> = sqlx::query_as("SELECT 1 FROM actors WHERE id = $1")
-            .bind(actor)
-            .fetch_optional(&mut **tx)
-            .await?;
+        let exists: Option<(i32,)> =
+            sqlx::query_as("SELECT 1 FROM actors WHERE id = $1").bind(actor).fetch_optional(&mut **tx).await?;
         if exists.is_none() {
             return Err(StoreError::invalid(field, format!("actor {actor} does not exist")));
         }
@@ -257,11 +259,12 @@ impl Store {
         check_actor(&mut tx, "subject", new.subject).await?;
         check_actor(&mut tx, "source actor", new.source_actor).await?;
         for conversation in [new.origin_conversation, restricted_to].into_iter().flatten() {
-            let found: Option<(i32,)> = sqlx::query_as("SELECT 1 FROM conversations WHERE id = $1 AND runtime_agent_id = $2")
-                .bind(conversation)
-                .bind(new.agent)
-                .fetch_optional(&mut *tx)
-                .await?;
+            let found: Option<(i32,)> =
+                sqlx::query_as("SELECT 1 FROM conversations WHERE id = $1 AND runtime_agent_id = $2")
+                    .bind(conversation)
+                    .bind(new.agent)
+                    .fetch_optional(&mut *tx)
+                    .await?;
             if found.is_none() {
                 return Err(StoreError::UnknownReference { kind: ConversationId::LABEL, id: conversation.0 });
             }
@@ -392,10 +395,12 @@ impl Store {
         if current.state == EntryState::Forgotten {
             return Ok(nothing_changed(entry, NothingChangedReason::AlreadyForgotten));
         }
-        sqlx::query("UPDATE memory_entries SET state = 'forgotten', forgotten_at = now(), updated_at = now() WHERE id = $1")
-            .bind(entry)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "UPDATE memory_entries SET state = 'forgotten', forgotten_at = now(), updated_at = now() WHERE id = $1",
+        )
+        .bind(entry)
+        .execute(&mut *tx)
+        .await?;
         enqueue_index_work(&mut tx, agent, current.current_revision, "retire_entry").await?;
         tx.commit().await?;
         Ok(WriteOutcome::Committed(CommittedWrite {

@@ -13,14 +13,14 @@ mod memory;
 
 use sqlx::PgPool;
 
-pub use conversation::{ConversationSummary, NewConversation, NewMessage, Topology, Direction};
+pub use conversation::{ConversationSummary, Direction, NewConversation, NewMessage, Topology};
 pub use error::StoreError;
 pub use history::{EntryHistory, EvidenceView, RevisionView, SourceView};
 pub use identity::{ActorKind, ActorSummary};
 pub use lineage::SourceRef;
 pub use memory::{
-    Amendment, CommittedWrite, EntryState, NewMemory, NothingChanged, NothingChangedReason,
-    Restriction, SubjectUpdate, WriteOperation, WriteOutcome, MAX_BODY_CHARS,
+    Amendment, CommittedWrite, EntryState, NewMemory, NothingChanged, NothingChangedReason, Restriction, SubjectUpdate,
+    WriteOperation, WriteOutcome, MAX_BODY_CHARS,
 };
 
 /// Handle on the canonical PostgreSQL store. Cheap to clone (it wraps a pool).

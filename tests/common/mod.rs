@@ -1,0 +1,136 @@
+//! Shared test harness: every test gets its own freshly migrated database on a real PostgreSQL,
+//! so tests are parallel-safe and never see each other's rows.
+//!
+//! The server comes from `DATABASE_URL` (an admin URL on any database of the cluster);
+//! `scripts/test.sh` starts an ephemeral embedded cluster and sets it. There is no mock.
+
+#![allow(dead_code)]
+
+use std::str::FromStr;
+
+use chrono::{DateTime, Duration, Utc};
+use mesh_memory::store::{
+    ActorKind, Direction, NewConversation, NewMemory, NewMessage, Restriction, SourceRef, Store, Topology,
+};
+use mesh_memory::{ActorId, AgentId, ConversationId, EntryId, IdentityId, MessageId, RevisionId};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, PgPool};
+
+/// A private, migrated database for one test.
+pub struct TestDb {
+    pub pool: PgPool,
+    pub store: Store,
+    pub name: String,
+    pub options: PgConnectOptions,
+}
+
+/// The admin URL of the test cluster, or a loud failure explaining how to get one.
+pub fn admin_url() -> String {
+    std::env::var("DATABASE_URL").unwrap_or_else(|_| {
+        panic!(
+            "DATABASE_URL is not set: these tests need a real PostgreSQL. Run `scripts/test.sh` \
+             (it starts an embedded cluster), or export DATABASE_URL=$(mesh-memory db url) after \
+             `mesh-memory db start --ephemeral`."
+        )
+    })
+}
+
+/// Creates a fresh database named after the test and applies every migration.
+pub async fn test_db() -> TestDb {
+    let admin_options = PgConnectOptions::from_str(&admin_url()).expect("DATABASE_URL parses");
+    let name = format!("mm_test_{}", uuid::Uuid::new_v4().simple());
+    let mut admin = admin_options.connect().await.expect("connect to the test cluster");
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut admin).await.expect("create test database");
+    let options = admin_options.database(&name);
+    let pool = PgPoolOptions::new()
+        .max_connections(10)
+        .connect_with(options.clone())
+        .await
+        .expect("connect to the test database");
+    mesh_memory::database::migrate(&pool).await.expect("migrations apply");
+    TestDb { store: Store::new(pool.clone()), pool, name, options }
+}
+
+/// A runtime agent with people and conversations, for building scenarios quickly.
+pub struct World {
+    pub store: Store,
+    pub agent: AgentId,
+    pub agent_actor: ActorId,
+    pub clock: DateTime<Utc>,
+}
+
+pub struct Person {
+    pub actor: ActorId,
+    pub identity: IdentityId,
+}
+
+impl World {
+    pub async fn new(store: &Store, agent_name: &str) -> World {
+        let agent = store.create_runtime_agent(agent_name).await.unwrap();
+        let agent_actor = store.agent_actor(agent).await.unwrap();
+        World { store: store.clone(), agent, agent_actor, clock: Utc::now() - Duration::days(10) }
+    }
+
+    pub async fn person(&self, name: &str, handle: &str) -> Person {
+        let actor = self.store.create_actor(ActorKind::Human, name).await.unwrap();
+        let identity = self.store.add_connector_identity(actor, "slack", handle).await.unwrap();
+        Person { actor, identity }
+    }
+
+    /// A conversation whose members (and the agent) joined a day before the clock.
+    pub async fn conversation(&self, channel: &str, topology: Topology, members: &[&Person]) -> ConversationId {
+        let id = self
+            .store
+            .create_conversation(NewConversation {
+                agent: self.agent,
+                connector: "slack",
+                external_channel_id: channel,
+                topology,
+                title: channel,
+            })
+            .await
+            .unwrap();
+        let at = self.clock - Duration::days(1);
+        self.store.join_conversation(id, self.agent_actor, at).await.unwrap();
+        for m in members {
+            self.store.join_conversation(id, m.actor, at).await.unwrap();
+        }
+        id
+    }
+
+    pub async fn say(&mut self, conversation: ConversationId, by: &Person, body: &str) -> MessageId {
+        self.clock += Duration::minutes(1);
+        self.store
+            .record_message(NewMessage {
+                agent: self.agent,
+                conversation,
+                direction: Direction::Inbound,
+                sender: by.actor,
+                sender_identity: Some(by.identity),
+                body,
+                sent_at: self.clock,
+            })
+            .await
+            .unwrap()
+    }
+
+    pub fn memory(&self, body: &str, subject: Option<ActorId>, source: ActorId, conversation: ConversationId, message: MessageId) -> NewMemory {
+        NewMemory {
+            agent: self.agent,
+            body: body.to_owned(),
+            subject,
+            source_actor: Some(source),
+            origin_conversation: Some(conversation),
+            always_on: false,
+            restriction: Restriction::None,
+            sources: vec![SourceRef::Message(message)],
+        }
+    }
+
+    /// Says `body` in `conversation` and remembers it about `subject`, sourced from that message.
+    pub async fn remember(&mut self, conversation: ConversationId, by: &Person, subject: Option<ActorId>, body: &str) -> (EntryId, RevisionId) {
+        let message = self.say(conversation, by, body).await;
+        let written = self.store.create_entry(self.memory(body, subject, by.actor, conversation, message)).await.unwrap();
+        (written.entry_id, written.revision_id)
+    }
+}
