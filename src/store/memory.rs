@@ -224,23 +224,25 @@ async fn lock_entry(
     agent: AgentId,
     entry: EntryId,
 ) -> Result<Option<LockedEntry>, StoreError> {
-    let row: Option<(EntryState, RevisionId, i32, String, Option<ActorId>)> = sqlx::query_as(
-        "SELECT e.state, r.id, r.revision_number, r.body, r.subject_actor_id
-           FROM memory_entries e JOIN memory_entry_revisions r ON r.id = e.current_revision_id
-          WHERE e.id = $1 AND e.runtime_agent_id = $2
-            FOR UPDATE OF e",
+    // Lock the entry row on its own: a FOR UPDATE over a join would, after waiting for a
+    // concurrent amend, re-check the join against the old snapshot and lose the row. The
+    // revision is read by a second statement, which sees the committed state after the lock.
+    let locked: Option<(EntryState, RevisionId)> = sqlx::query_as(
+        "SELECT state, current_revision_id FROM memory_entries WHERE id = $1 AND runtime_agent_id = $2 FOR UPDATE",
     )
     .bind(entry)
     .bind(agent)
     .fetch_optional(&mut **tx)
     .await?;
-    Ok(row.map(|(state, current_revision, revision_number, body, subject)| LockedEntry {
-        state,
-        current_revision,
-        revision_number,
-        body,
-        subject,
-    }))
+    let Some((state, current_revision)) = locked else {
+        return Ok(None);
+    };
+    let (revision_number, body, subject): (i32, String, Option<ActorId>) =
+        sqlx::query_as("SELECT revision_number, body, subject_actor_id FROM memory_entry_revisions WHERE id = $1")
+            .bind(current_revision)
+            .fetch_one(&mut **tx)
+            .await?;
+    Ok(Some(LockedEntry { state, current_revision, revision_number, body, subject }))
 }
 
 impl Store {

@@ -22,6 +22,21 @@ pub struct TestDb {
     pub store: Store,
     pub name: String,
     pub options: PgConnectOptions,
+    /// A URL for this database (for driving the CLI in tests).
+    pub url: String,
+}
+
+/// The admin URL with its database name replaced.
+fn url_for_database(admin: &str, name: &str) -> String {
+    let (base, query) = admin.split_once('?').map_or((admin, None), |(b, q)| (b, Some(q)));
+    let after_scheme = base.find("://").map_or(0, |i| i + 3);
+    let host_end = base[after_scheme..].find('/').map_or(base.len(), |i| after_scheme + i);
+    let mut url = format!("{}/{name}", &base[..host_end]);
+    if let Some(query) = query {
+        url.push('?');
+        url.push_str(query);
+    }
+    url
 }
 
 /// The admin URL of the test cluster, or a loud failure explaining how to get one.
@@ -40,7 +55,11 @@ pub async fn test_db() -> TestDb {
     let admin_options = PgConnectOptions::from_str(&admin_url()).expect("DATABASE_URL parses");
     let name = format!("mm_test_{}", uuid::Uuid::new_v4().simple());
     let mut admin = admin_options.connect().await.expect("connect to the test cluster");
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut admin).await.expect("create test database");
+    // The name is generated above from a UUID, never from input.
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await
+        .expect("create test database");
     let options = admin_options.database(&name);
     let pool = PgPoolOptions::new()
         .max_connections(10)
@@ -48,7 +67,8 @@ pub async fn test_db() -> TestDb {
         .await
         .expect("connect to the test database");
     mesh_memory::database::migrate(&pool).await.expect("migrations apply");
-    TestDb { store: Store::new(pool.clone()), pool, name, options }
+    let url = url_for_database(&admin_url(), &name);
+    TestDb { store: Store::new(pool.clone()), pool, name, options, url }
 }
 
 /// A runtime agent with people and conversations, for building scenarios quickly.
@@ -114,7 +134,14 @@ impl World {
             .unwrap()
     }
 
-    pub fn memory(&self, body: &str, subject: Option<ActorId>, source: ActorId, conversation: ConversationId, message: MessageId) -> NewMemory {
+    pub fn memory(
+        &self,
+        body: &str,
+        subject: Option<ActorId>,
+        source: ActorId,
+        conversation: ConversationId,
+        message: MessageId,
+    ) -> NewMemory {
         NewMemory {
             agent: self.agent,
             body: body.to_owned(),
@@ -128,9 +155,16 @@ impl World {
     }
 
     /// Says `body` in `conversation` and remembers it about `subject`, sourced from that message.
-    pub async fn remember(&mut self, conversation: ConversationId, by: &Person, subject: Option<ActorId>, body: &str) -> (EntryId, RevisionId) {
+    pub async fn remember(
+        &mut self,
+        conversation: ConversationId,
+        by: &Person,
+        subject: Option<ActorId>,
+        body: &str,
+    ) -> (EntryId, RevisionId) {
         let message = self.say(conversation, by, body).await;
-        let written = self.store.create_entry(self.memory(body, subject, by.actor, conversation, message)).await.unwrap();
+        let written =
+            self.store.create_entry(self.memory(body, subject, by.actor, conversation, message)).await.unwrap();
         (written.entry_id, written.revision_id)
     }
 }

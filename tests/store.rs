@@ -1,0 +1,349 @@
+//! The canonical store against a real PostgreSQL: append-only history, one current revision,
+//! optimistic concurrency, lineage validation, typed errors that commit nothing.
+
+mod common;
+
+use common::{test_db, World};
+use mesh_memory::store::{
+    Amendment, EvidenceView, NothingChangedReason, SourceRef, StoreError, SubjectUpdate, Topology, WriteOperation,
+    WriteOutcome, MAX_BODY_CHARS,
+};
+use mesh_memory::{EntryId, RevisionId};
+use sqlx::PgPool;
+
+async fn count(pool: &PgPool, table: &str) -> i64 {
+    // Table names come from the test source, never from input.
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}"))).fetch_one(pool).await.unwrap()
+}
+
+async fn row_counts(pool: &PgPool) -> Vec<i64> {
+    let mut counts = Vec::new();
+    for table in
+        ["memory_entries", "memory_entry_revisions", "revision_sources", "revision_source_audience", "index_outbox"]
+    {
+        counts.push(count(pool, table).await);
+    }
+    counts
+}
+
+fn amendment(world: &World, entry: EntryId, expected: RevisionId, body: &str) -> Amendment {
+    Amendment {
+        agent: world.agent,
+        entry,
+        expected_revision: expected,
+        body: Some(body.to_owned()),
+        subject: SubjectUpdate::Keep,
+        source_actor: None,
+        sources: vec![],
+    }
+}
+
+#[tokio::test]
+async fn raw_update_or_delete_of_a_revision_is_refused_by_the_database() {
+    let db = test_db().await;
+    let mut w = World::new(&db.store, "agent").await;
+    let victor = w.person("Victor", "U1").await;
+    let eng = w.conversation("C1", Topology::Channel, &[&victor]).await;
+    let (_, revision) = w.remember(eng, &victor, Some(victor.actor), "Victor prefers tabs").await;
+
+    let update = sqlx::query("UPDATE memory_entry_revisions SET body = 'Victor prefers spaces' WHERE id = $1")
+        .bind(revision)
+        .execute(&db.pool)
+        .await;
+    let err = update.expect_err("the trigger must refuse the update").to_string();
+    assert!(err.contains("append-only"), "unexpected error: {err}");
+
+    let subject = sqlx::query("UPDATE memory_entry_revisions SET subject_actor_id = NULL WHERE id = $1")
+        .bind(revision)
+        .execute(&db.pool)
+        .await;
+    assert!(subject.is_err(), "subject rewrite must be refused");
+
+    let delete = sqlx::query("DELETE FROM memory_entry_revisions WHERE id = $1").bind(revision).execute(&db.pool).await;
+    assert!(delete.is_err(), "delete must be refused");
+
+    let body: String = sqlx::query_scalar("SELECT body FROM memory_entry_revisions WHERE id = $1")
+        .bind(revision)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(body, "Victor prefers tabs");
+}
+
+#[tokio::test]
+async fn current_revision_must_belong_to_its_own_entry() {
+    let db = test_db().await;
+    let mut w = World::new(&db.store, "agent").await;
+    let victor = w.person("Victor", "U1").await;
+    let eng = w.conversation("C1", Topology::Channel, &[&victor]).await;
+    let (first, _) = w.remember(eng, &victor, None, "first fact").await;
+    let (_, other_revision) = w.remember(eng, &victor, None, "second fact").await;
+    let hijack = sqlx::query("UPDATE memory_entries SET current_revision_id = $2 WHERE id = $1")
+        .bind(first)
+        .bind(other_revision)
+        .execute(&db.pool)
+        .await;
+    assert!(hijack.is_err(), "an entry cannot point at another entry's revision");
+}
+
+#[tokio::test]
+async fn amend_makes_revision_two_and_leaves_revision_one_byte_identical() {
+    let db = test_db().await;
+    let mut w = World::new(&db.store, "agent").await;
+    let dana = w.person("Dana", "U1").await;
+    let eng = w.conversation("C1", Topology::Channel, &[&dana]).await;
+    let (entry, rev1) = w.remember(eng, &dana, Some(dana.actor), "Dana leads payments.").await;
+    let before: (String, Option<uuid::Uuid>, chrono::DateTime<chrono::Utc>) =
+        sqlx::query_as("SELECT body, subject_actor_id, created_at FROM memory_entry_revisions WHERE id = $1")
+            .bind(rev1)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+
+    let correction = w.say(eng, &dana, "Actually I lead platform now").await;
+    let mut change = amendment(&w, entry, rev1, "Dana leads the platform team.");
+    change.sources = vec![SourceRef::Message(correction)];
+    let outcome = db.store.amend_entry(change).await.unwrap();
+    let WriteOutcome::Committed(written) = outcome else { panic!("amend should commit: {outcome:?}") };
+    assert_eq!(written.operation, WriteOperation::Amend);
+    assert_eq!(written.revision_number, 2);
+    assert!(!written.subject_changed);
+
+    let after: (String, Option<uuid::Uuid>, chrono::DateTime<chrono::Utc>) =
+        sqlx::query_as("SELECT body, subject_actor_id, created_at FROM memory_entry_revisions WHERE id = $1")
+            .bind(rev1)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(before, after, "revision 1 must be untouched");
+
+    let history = db.store.entry_history(w.agent, entry).await.unwrap().unwrap();
+    assert_eq!(history.revisions.len(), 2);
+    assert_eq!(history.current_revision_id, written.revision_id);
+    let rev2 = &history.revisions[1];
+    let kinds: Vec<&str> = rev2.sources.iter().map(|s| s.kind.as_str()).collect();
+    assert!(kinds.contains(&"parent_revision"), "parent recorded: {kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "message").count(), 2, "earlier evidence kept, new source added");
+
+    // Forget keeps the whole history.
+    let forgotten = db.store.forget_entry(w.agent, entry).await.unwrap();
+    assert!(
+        matches!(forgotten, WriteOutcome::Committed(ref c) if c.operation == WriteOperation::Forget && c.revision_number == 2)
+    );
+    let history = db.store.entry_history(w.agent, entry).await.unwrap().unwrap();
+    assert_eq!(history.state, mesh_memory::store::EntryState::Forgotten);
+    assert_eq!(history.revisions.len(), 2);
+    assert_eq!(history.revisions[0].body, "Dana leads payments.");
+}
+
+#[tokio::test]
+async fn subject_change_is_reported_only_when_the_subject_changed() {
+    let db = test_db().await;
+    let mut w = World::new(&db.store, "agent").await;
+    let victor = w.person("Victor", "U1").await;
+    let priya = w.person("Priya", "U2").await;
+    let eng = w.conversation("C1", Topology::Channel, &[&victor, &priya]).await;
+    let (entry, rev1) = w.remember(eng, &victor, Some(priya.actor), "Prefers tabs").await;
+    let mut change = amendment(&w, entry, rev1, "Prefers tabs");
+    change.body = None;
+    change.subject = SubjectUpdate::Set(victor.actor);
+    let WriteOutcome::Committed(written) = db.store.amend_entry(change).await.unwrap() else { panic!() };
+    assert!(written.subject_changed);
+
+    let unchanged = amendment(&w, entry, written.revision_id, "Prefers tabs");
+    let err = db.store.amend_entry(unchanged).await.unwrap_err();
+    assert!(matches!(err, StoreError::InvalidInput { field: "amendment", .. }), "{err}");
+}
+
+#[tokio::test]
+async fn two_concurrent_amends_of_the_same_revision_commit_exactly_once() {
+    let db = test_db().await;
+    let mut w = World::new(&db.store, "agent").await;
+    let dana = w.person("Dana", "U1").await;
+    let eng = w.conversation("C1", Topology::Channel, &[&dana]).await;
+    let (entry, rev1) = w.remember(eng, &dana, None, "original").await;
+
+    for round in 0..5 {
+        let history = db.store.entry_history(w.agent, entry).await.unwrap().unwrap();
+        let expected = history.current_revision_id;
+        let a = db.store.amend_entry(amendment(&w, entry, expected, &format!("A{round}")));
+        let b = db.store.amend_entry(amendment(&w, entry, expected, &format!("B{round}")));
+        let (a, b) = tokio::join!(a, b);
+        let results = [a, b];
+        let committed = results.iter().filter(|r| matches!(r, Ok(WriteOutcome::Committed(_)))).count();
+        let conflicts = results.iter().filter(|r| matches!(r, Err(StoreError::RevisionConflict { .. }))).count();
+        assert_eq!((committed, conflicts), (1, 1), "round {round}: {results:?}");
+    }
+    let revisions: i64 = sqlx::query_scalar("SELECT count(*) FROM memory_entry_revisions WHERE entry_id = $1")
+        .bind(entry)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(revisions, 6);
+    let stale = db.store.amend_entry(amendment(&w, entry, rev1, "stale")).await.unwrap_err();
+    assert!(matches!(stale, StoreError::RevisionConflict { .. }), "{stale}");
+}
+
+#[tokio::test]
+async fn unknown_and_forgotten_entries_report_nothing_changed() {
+    let db = test_db().await;
+    let mut w = World::new(&db.store, "agent").await;
+    let dana = w.person("Dana", "U1").await;
+    let eng = w.conversation("C1", Topology::Channel, &[&dana]).await;
+    let (entry, rev1) = w.remember(eng, &dana, None, "fact").await;
+
+    let unknown = EntryId::generate();
+    let outcome = db.store.forget_entry(w.agent, unknown).await.unwrap();
+    assert!(matches!(outcome, WriteOutcome::NothingChanged(ref n) if n.reason == NothingChangedReason::UnknownEntry));
+
+    db.store.forget_entry(w.agent, entry).await.unwrap();
+    let before = row_counts(&db.pool).await;
+    let again = db.store.forget_entry(w.agent, entry).await.unwrap();
+    assert!(matches!(again, WriteOutcome::NothingChanged(ref n) if n.reason == NothingChangedReason::AlreadyForgotten));
+    let amend = db.store.amend_entry(amendment(&w, entry, rev1, "new")).await.unwrap();
+    assert!(matches!(amend, WriteOutcome::NothingChanged(ref n) if n.reason == NothingChangedReason::AlreadyForgotten));
+    assert_eq!(before, row_counts(&db.pool).await, "nothing-changed outcomes write nothing");
+
+    // Another runtime agent's entry is unknown to this agent.
+    let other = World::new(&db.store, "other-agent").await;
+    let foreign = db.store.forget_entry(other.agent, entry).await.unwrap();
+    assert!(matches!(foreign, WriteOutcome::NothingChanged(ref n) if n.reason == NothingChangedReason::UnknownEntry));
+}
+
+#[tokio::test]
+async fn renaming_an_actor_changes_no_body_and_namesakes_stay_distinct() {
+    let db = test_db().await;
+    let mut w = World::new(&db.store, "agent").await;
+    let alex_a = w.person("Alex", "U789").await;
+    let alex_b = w.person("Alex", "U790").await;
+    let eng = w.conversation("C1", Topology::Channel, &[&alex_a, &alex_b]).await;
+    let (food, _) = w.remember(eng, &alex_a, Some(alex_a.actor), "Favourite food is ramen").await;
+    let (paging, _) = w.remember(eng, &alex_b, Some(alex_b.actor), "Wants Slack pages, not phone").await;
+
+    let bodies_before: Vec<String> =
+        sqlx::query_scalar("SELECT body FROM memory_entry_revisions ORDER BY id").fetch_all(&db.pool).await.unwrap();
+    db.store.rename_actor(alex_a.actor, "Alexandra").await.unwrap();
+    let bodies_after: Vec<String> =
+        sqlx::query_scalar("SELECT body FROM memory_entry_revisions ORDER BY id").fetch_all(&db.pool).await.unwrap();
+    assert_eq!(bodies_before, bodies_after);
+
+    let food = db.store.entry_history(w.agent, food).await.unwrap().unwrap();
+    assert_eq!(food.revisions[0].subject_label.as_deref(), Some("Alexandra (id U789)"));
+    let paging = db.store.entry_history(w.agent, paging).await.unwrap().unwrap();
+    assert_eq!(paging.revisions[0].subject_label.as_deref(), Some("Alex (id U790)"));
+    assert_ne!(food.revisions[0].subject, paging.revisions[0].subject);
+
+    db.store.rename_actor(alex_a.actor, "Alex").await.unwrap();
+    let ambiguous = db.store.find_actor("Alex").await.unwrap_err();
+    assert!(ambiguous.to_string().contains("ambiguous"), "{ambiguous}");
+    assert_eq!(db.store.find_actor("U790").await.unwrap(), alex_b.actor);
+}
+
+#[tokio::test]
+async fn a_foreign_or_missing_parent_rejects_the_whole_write() {
+    let db = test_db().await;
+    let mut mine = World::new(&db.store, "mine").await;
+    let mut theirs = World::new(&db.store, "theirs").await;
+    let me = mine.person("Me", "U1").await;
+    let them = theirs.person("Them", "U2").await;
+    let my_conv = mine.conversation("C1", Topology::Channel, &[&me]).await;
+    let their_conv = theirs.conversation("C2", Topology::Channel, &[&them]).await;
+    let (_, their_revision) = theirs.remember(their_conv, &them, None, "their secret").await;
+    let their_message = theirs.say(their_conv, &them, "another secret").await;
+    let my_message = mine.say(my_conv, &me, "my fact").await;
+
+    let before = row_counts(&db.pool).await;
+    for bad in [
+        SourceRef::RetrievedRevision(their_revision),
+        SourceRef::RetrievedRevision(RevisionId::generate()),
+        SourceRef::HistoryMessage(their_message),
+    ] {
+        let mut memory = mine.memory("my fact", None, me.actor, my_conv, my_message);
+        memory.sources.push(bad);
+        let err = db.store.create_entry(memory).await.unwrap_err();
+        assert!(matches!(err, StoreError::ForeignOrMissingSource { .. }), "{bad:?}: {err}");
+    }
+    assert_eq!(before, row_counts(&db.pool).await, "nothing of a rejected write is committed");
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_typed_error_and_commits_nothing() {
+    let db = test_db().await;
+    let mut w = World::new(&db.store, "agent").await;
+    let me = w.person("Me", "U1").await;
+    let conv = w.conversation("C1", Topology::Channel, &[&me]).await;
+    let message = w.say(conv, &me, "hello").await;
+    let before = row_counts(&db.pool).await;
+
+    let cases: Vec<(&str, String)> = vec![
+        ("empty", String::new()),
+        ("blank", "   \n\t ".to_owned()),
+        ("too long", "x".repeat(MAX_BODY_CHARS + 1)),
+        ("nul", "a\0b".to_owned()),
+    ];
+    for (name, body) in cases {
+        let err = db.store.create_entry(w.memory(&body, None, me.actor, conv, message)).await.unwrap_err();
+        assert!(matches!(err, StoreError::InvalidInput { field: "body", .. }), "{name}: {err}");
+        assert!(!err.to_string().is_empty());
+    }
+    let mut no_sources = w.memory("fact", None, me.actor, conv, message);
+    no_sources.sources.clear();
+    assert!(matches!(db.store.create_entry(no_sources).await, Err(StoreError::InvalidInput { field: "sources", .. })));
+
+    let ok_at_limit = w.memory(&"é".repeat(MAX_BODY_CHARS), None, me.actor, conv, message);
+    assert!(db.store.create_entry(ok_at_limit).await.is_ok(), "the limit counts characters, not bytes");
+    let after = row_counts(&db.pool).await;
+    assert_eq!(after[0], before[0] + 1, "only the valid write committed");
+
+    let malformed = "not-a-uuid".parse::<EntryId>().unwrap_err();
+    assert!(malformed.to_string().contains("malformed entry id"), "{malformed}");
+}
+
+#[tokio::test]
+async fn evidence_is_the_audience_at_message_time_and_unknown_topology_is_unknown() {
+    let db = test_db().await;
+    let mut w = World::new(&db.store, "agent").await;
+    let priya = w.person("Priya", "U1").await;
+    let victor = w.person("Victor", "U2").await;
+    let dm = w.conversation("D1", Topology::Direct, &[&priya]).await;
+    let legacy = w.conversation("L1", Topology::Unknown, &[&priya, &victor]).await;
+    let (private, _) = w.remember(dm, &priya, Some(priya.actor), "Interviewing elsewhere").await;
+    // Victor joins the DM conversation later: that does not widen the earlier evidence.
+    db.store.join_conversation(dm, victor.actor, w.clock + chrono::Duration::minutes(5)).await.unwrap();
+    let (old, _) = w.remember(legacy, &priya, None, "Legacy fact").await;
+
+    let private = db.store.entry_history(w.agent, private).await.unwrap().unwrap();
+    match &private.revisions[0].sources[0].evidence {
+        EvidenceView::Known { actors, .. } => assert_eq!(actors, &vec![priya.actor]),
+        other => panic!("expected known evidence, got {other:?}"),
+    }
+    let old = db.store.entry_history(w.agent, old).await.unwrap().unwrap();
+    assert_eq!(old.revisions[0].sources[0].evidence, EvidenceView::Unknown);
+}
+
+#[tokio::test]
+async fn every_revision_write_enqueues_index_work_in_the_same_transaction() {
+    let db = test_db().await;
+    let mut w = World::new(&db.store, "agent").await;
+    let me = w.person("Me", "U1").await;
+    let conv = w.conversation("C1", Topology::Channel, &[&me]).await;
+    let (entry, rev1) = w.remember(conv, &me, None, "fact one").await;
+    let WriteOutcome::Committed(rev2) = db.store.amend_entry(amendment(&w, entry, rev1, "fact two")).await.unwrap()
+    else {
+        panic!()
+    };
+    db.store.forget_entry(w.agent, entry).await.unwrap();
+    let work: Vec<(uuid::Uuid, String)> =
+        sqlx::query_as("SELECT revision_id, work::text FROM index_outbox ORDER BY id")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        work,
+        vec![
+            (rev1.0, "index_revision".to_owned()),
+            (rev2.revision_id.0, "index_revision".to_owned()),
+            (rev2.revision_id.0, "retire_entry".to_owned())
+        ]
+    );
+}
