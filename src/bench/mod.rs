@@ -1,0 +1,342 @@
+//! The speed benchmark (`mesh-memory bench`): synthetic stores of growing size, recall latency
+//! percentiles, write throughput with the outbox, and how each grows with N. Figures are printed,
+//! never asserted on time: targets are read from the report, not from a timed unit test.
+
+pub mod synthetic;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::ids::ActorId;
+use crate::retrieval::{RetrievalMode, Retriever, SearchRequest};
+use crate::store::{Direction, NewMemory, NewMessage, Restriction, SourceRef, Store};
+use synthetic::{sentence, SplitMix, SyntheticWorkspace};
+
+/// Why a benchmark stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// PostgreSQL failed.
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A search failed.
+    #[error("retrieval: {0}")]
+    Retrieval(#[from] crate::retrieval::RetrievalError),
+    /// A write failed.
+    #[error("store: {0}")]
+    Store(#[from] crate::store::StoreError),
+}
+
+/// Latency percentiles of one measured operation, in milliseconds.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Latency {
+    /// Operations measured.
+    pub samples: usize,
+    /// Median.
+    pub p50_ms: f64,
+    /// 95th percentile.
+    pub p95_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// Mean.
+    pub mean_ms: f64,
+}
+
+impl Latency {
+    /// Percentiles of the given durations.
+    pub fn from_samples(mut samples: Vec<Duration>) -> Latency {
+        if samples.is_empty() {
+            return Latency::default();
+        }
+        samples.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let at = |q: f64| ms(samples[((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1]);
+        Latency {
+            samples: samples.len(),
+            p50_ms: at(0.50),
+            p95_ms: at(0.95),
+            p99_ms: at(0.99),
+            mean_ms: samples.iter().map(|d| ms(*d)).sum::<f64>() / samples.len() as f64,
+        }
+    }
+}
+
+/// A random destination (conversation + one of its members as the speaker) and a 2–4 word query.
+pub fn random_query(rng: &mut SplitMix, workspace: &SyntheticWorkspace) -> (crate::ids::ConversationId, ActorId, String) {
+    let conversation = &workspace.conversations[rng.range(0, workspace.conversations.len())];
+    let actor = conversation.members[rng.range(0, conversation.members.len())];
+    (conversation.id, actor, sentence(rng, &workspace.vocabulary, 2, 4))
+}
+
+/// Recall latency over `queries` random searches through `retriever` (each writes its audit row,
+/// as in production). Returns the latency and the number of selections returned.
+pub async fn measure_recall(
+    retriever: &Retriever,
+    workspace: &SyntheticWorkspace,
+    queries: usize,
+    seed: u64,
+) -> Result<(Latency, usize), BenchError> {
+    let mut rng = SplitMix::new(seed);
+    let mut samples = Vec::with_capacity(queries);
+    let mut returned = 0;
+    for _ in 0..queries {
+        let (conversation, actor, query) = random_query(&mut rng, workspace);
+        let request = SearchRequest::new(workspace.agent, conversation, Some(actor), query, RetrievalMode::Prompt);
+        let timer = Instant::now();
+        let outcome = retriever.search(&request).await?;
+        samples.push(timer.elapsed());
+        returned += outcome.selections.len();
+    }
+    Ok((Latency::from_samples(samples), returned))
+}
+
+/// Remembers per second: `concurrency` writers each creating entries (with a message source and
+/// the outbox row, one transaction each) for `duration`.
+pub async fn measure_remember_throughput(
+    store: &Store,
+    workspace: &SyntheticWorkspace,
+    concurrency: usize,
+    duration: Duration,
+) -> Result<f64, BenchError> {
+    let workspace = Arc::new(workspace.clone());
+    let deadline = Instant::now() + duration;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for worker in 0..concurrency {
+        let store = store.clone();
+        let workspace = workspace.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut rng = SplitMix::new(1000 + worker as u64);
+            let conversation = &workspace.conversations[rng.range(0, workspace.conversations.len())];
+            let speaker = conversation.members[0];
+            let message = store
+                .record_message(NewMessage {
+                    agent: workspace.agent,
+                    conversation: conversation.id,
+                    direction: Direction::Inbound,
+                    sender: speaker,
+                    sender_identity: None,
+                    body: "benchmark source message",
+                    sent_at: chrono::Utc::now(),
+                })
+                .await?;
+            let mut written = 0usize;
+            while Instant::now() < deadline {
+                store
+                    .create_entry(NewMemory {
+                        agent: workspace.agent,
+                        body: sentence(&mut rng, &workspace.vocabulary, 8, 16),
+                        subject: Some(speaker),
+                        source_actor: Some(speaker),
+                        origin_conversation: Some(conversation.id),
+                        always_on: false,
+                        restriction: Restriction::None,
+                        sources: vec![SourceRef::Message(message)],
+                    })
+                    .await?;
+                written += 1;
+            }
+            Ok::<usize, BenchError>(written)
+        }));
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.expect("writer task panicked")?;
+    }
+    Ok(total as f64 / started.elapsed().as_secs_f64())
+}
+
+/// Amends per second: `concurrency` writers, each amending its own entry in a loop (a new
+/// revision, copied evidence, parent source and outbox row per amend, one transaction each).
+pub async fn measure_amend_throughput(
+    store: &Store,
+    workspace: &SyntheticWorkspace,
+    concurrency: usize,
+    duration: Duration,
+) -> Result<f64, BenchError> {
+    let workspace = Arc::new(workspace.clone());
+    let deadline = Instant::now() + duration;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for worker in 0..concurrency {
+        let store = store.clone();
+        let workspace = workspace.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut rng = SplitMix::new(2000 + worker as u64);
+            let conversation = &workspace.conversations[rng.range(0, workspace.conversations.len())];
+            let speaker = conversation.members[0];
+            let message = store
+                .record_message(NewMessage {
+                    agent: workspace.agent,
+                    conversation: conversation.id,
+                    direction: Direction::Inbound,
+                    sender: speaker,
+                    sender_identity: None,
+                    body: "benchmark source message",
+                    sent_at: chrono::Utc::now(),
+                })
+                .await?;
+            let created = store
+                .create_entry(NewMemory {
+                    agent: workspace.agent,
+                    body: sentence(&mut rng, &workspace.vocabulary, 8, 16),
+                    subject: Some(speaker),
+                    source_actor: Some(speaker),
+                    origin_conversation: Some(conversation.id),
+                    always_on: false,
+                    restriction: Restriction::None,
+                    sources: vec![SourceRef::Message(message)],
+                })
+                .await?;
+            let mut expected = created.revision_id;
+            let mut amended = 0usize;
+            while Instant::now() < deadline {
+                let outcome = store
+                    .amend_entry(crate::store::Amendment {
+                        agent: workspace.agent,
+                        entry: created.entry_id,
+                        expected_revision: expected,
+                        body: Some(sentence(&mut rng, &workspace.vocabulary, 8, 16)),
+                        subject: crate::store::SubjectUpdate::Keep,
+                        source_actor: Some(speaker),
+                        sources: vec![],
+                    })
+                    .await?;
+                if let crate::store::WriteOutcome::Committed(c) = outcome {
+                    expected = c.revision_id;
+                    amended += 1;
+                }
+            }
+            Ok::<usize, BenchError>(amended)
+        }));
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.expect("writer task panicked")?;
+    }
+    Ok(total as f64 / started.elapsed().as_secs_f64())
+}
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// Store sizes in revisions, e.g. 10k, 100k, 1M.
+    pub sizes: Vec<usize>,
+    /// Searches per size and variant.
+    pub queries: usize,
+    /// How long each write-throughput measurement runs.
+    pub write_duration: Duration,
+    /// Concurrent writers.
+    pub writers: usize,
+    /// Keep the benchmark databases afterwards.
+    pub keep_databases: bool,
+}
+
+/// Figures for one store size.
+#[derive(Clone, Debug, Serialize)]
+pub struct SizeReport {
+    /// Revisions loaded.
+    pub revisions: usize,
+    /// Entries loaded.
+    pub entries: usize,
+    /// Seconds to bulk-load the store (COPY + ANALYZE).
+    pub load_seconds: f64,
+    /// Lexical recall latency (no vector index).
+    pub lexical: Latency,
+    /// Mean selections returned per lexical query (a sanity figure: searches do find things).
+    pub lexical_selections_per_query: f64,
+    /// Hybrid recall latency, when a vector index was available.
+    pub hybrid: Option<Latency>,
+    /// Remembers per second with the outbox.
+    pub remembers_per_second: f64,
+    /// Amends per second with the outbox.
+    pub amends_per_second: f64,
+}
+
+/// Runs every size in its own fresh database on the server behind `admin`.
+pub async fn run(
+    admin: &sqlx::postgres::PgConnectOptions,
+    options: &BenchOptions,
+    mut progress: impl FnMut(&str),
+) -> Result<Vec<SizeReport>, BenchError> {
+    use sqlx::ConnectOptions;
+    let mut reports = Vec::new();
+    for &size in &options.sizes {
+        let name = format!("mesh_bench_{size}_{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let mut conn = admin.connect().await?;
+        // The name is built from a number and a generated id, never from input.
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await?;
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections((options.writers + 2) as u32)
+            .connect_with(admin.clone().database(&name))
+            .await?;
+        let result = measure_size(&pool, size, options, &mut progress).await;
+        pool.close().await;
+        if !options.keep_databases {
+            sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name}"))).execute(&mut conn).await?;
+        }
+        reports.push(result?);
+    }
+    Ok(reports)
+}
+
+async fn measure_size(
+    pool: &sqlx::PgPool,
+    size: usize,
+    options: &BenchOptions,
+    progress: &mut impl FnMut(&str),
+) -> Result<SizeReport, BenchError> {
+    crate::database::migrate(pool).await.map_err(|e| BenchError::Database(e.into()))?;
+    let started = Instant::now();
+    let workspace = synthetic::build(pool, synthetic::SyntheticSpec { revisions: size, seed: size as u64 }, |stage| {
+        progress(&format!("{size}: {stage}"))
+    })
+    .await?;
+    let load_seconds = started.elapsed().as_secs_f64();
+    let store = Store::new(pool.clone());
+    progress(&format!("{size}: lexical recall x{}", options.queries));
+    let retriever = Retriever::new(store.clone(), crate::retrieval::RetrievalConfig::default());
+    // Warm the caches the way a running service would be warm.
+    measure_recall(&retriever, &workspace, options.queries.min(20), 7).await?;
+    let (lexical, returned) = measure_recall(&retriever, &workspace, options.queries, 42).await?;
+    progress(&format!("{size}: remember throughput"));
+    let remembers_per_second =
+        measure_remember_throughput(&store, &workspace, options.writers, options.write_duration).await?;
+    progress(&format!("{size}: amend throughput"));
+    let amends_per_second = measure_amend_throughput(&store, &workspace, options.writers, options.write_duration).await?;
+    Ok(SizeReport {
+        revisions: workspace.revisions,
+        entries: workspace.entries,
+        load_seconds,
+        lexical_selections_per_query: returned as f64 / options.queries.max(1) as f64,
+        lexical,
+        hybrid: None,
+        remembers_per_second,
+        amends_per_second,
+    })
+}
+
+/// The reports as a table, with growth ratios against the smallest size.
+pub fn render_table(reports: &[SizeReport]) -> String {
+    let mut out = format!(
+        "{:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}\n",
+        "revisions", "load s", "lex p50", "lex p95", "lex p99", "hyb p95", "p95 x", "remember/s", "amend/s"
+    );
+    let base = reports.first().map(|r| r.lexical.p95_ms).unwrap_or(1.0).max(1e-9);
+    for r in reports {
+        out.push_str(&format!(
+            "{:>9} {:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>9} {:>9.2} {:>10.0} {:>9.0}\n",
+            r.revisions,
+            r.load_seconds,
+            r.lexical.p50_ms,
+            r.lexical.p95_ms,
+            r.lexical.p99_ms,
+            r.hybrid.as_ref().map_or("-".to_string(), |h| format!("{:.2}", h.p95_ms)),
+            r.lexical.p95_ms / base,
+            r.remembers_per_second,
+            r.amends_per_second
+        ));
+    }
+    out
+}

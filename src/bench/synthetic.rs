@@ -1,0 +1,344 @@
+//! Synthetic workspaces for the speed benchmark, bulk-loaded with `COPY` so that a million
+//! revisions load in minutes, not hours. The shape is realistic for an agent runtime: many direct
+//! conversations, fewer groups, a few large channels, a sliver of legacy conversations whose
+//! audience is unknown, some amended and some forgotten memories.
+
+use std::fmt::Write as _;
+
+use chrono::{Duration, Utc};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::ids::{ActorId, AgentId, ConversationId};
+
+/// A small, fast, seedable PRNG (SplitMix64): benchmarks must be reproducible, and the crate does
+/// not need a `rand` dependency for this.
+#[derive(Clone, Debug)]
+pub struct SplitMix(u64);
+
+impl SplitMix {
+    /// Seeds the generator.
+    pub fn new(seed: u64) -> Self {
+        SplitMix(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform in `[low, high)`.
+    pub fn range(&mut self, low: usize, high: usize) -> usize {
+        low + (self.unit() * (high - low) as f64) as usize
+    }
+
+    /// A Zipf-like (log-uniform) index in `[0, n)`: a few words are very common, most are rare.
+    pub fn zipf(&mut self, n: usize) -> usize {
+        (((n as f64 + 1.0).ln() * self.unit()).exp() as usize).saturating_sub(1).min(n - 1)
+    }
+}
+
+/// How big and how shaped a synthetic workspace is.
+#[derive(Clone, Copy, Debug)]
+pub struct SyntheticSpec {
+    /// Total memory revisions.
+    pub revisions: usize,
+    /// Seed for reproducibility.
+    pub seed: u64,
+}
+
+impl SyntheticSpec {
+    fn actors(&self) -> usize {
+        (self.revisions / 200).max(50)
+    }
+
+    fn conversations(&self) -> usize {
+        (self.revisions / 500).max(24)
+    }
+}
+
+/// A conversation of the synthetic workspace.
+#[derive(Clone, Debug)]
+pub struct SyntheticConversation {
+    /// Its id.
+    pub id: ConversationId,
+    /// Its topology name (`direct`, `group`, `channel`, `unknown`).
+    pub topology: &'static str,
+    /// Its members (not the agent).
+    pub members: Vec<ActorId>,
+}
+
+/// What was loaded, for generating queries against it.
+#[derive(Clone, Debug)]
+pub struct SyntheticWorkspace {
+    /// The runtime agent.
+    pub agent: AgentId,
+    /// Every conversation with its members.
+    pub conversations: Vec<SyntheticConversation>,
+    /// The vocabulary bodies were drawn from (Zipf order: common first).
+    pub vocabulary: Vec<String>,
+    /// Revisions loaded.
+    pub revisions: usize,
+    /// Entries loaded.
+    pub entries: usize,
+    /// Revision ids that are current revisions of live entries (for embedding loads).
+    pub current_revisions: Vec<Uuid>,
+}
+
+/// A pronounceable vocabulary: a few real workplace words first (so they are common), then
+/// generated words.
+pub fn vocabulary(size: usize) -> Vec<String> {
+    const REAL: &[&str] = &[
+        "deploy", "review", "tabs", "spaces", "release", "meeting", "lunch", "ramen", "oncall", "incident", "database",
+        "migration", "roadmap", "budget", "hiring", "vacation", "kids", "school", "coffee", "tests", "latency",
+        "customer", "design", "frontend", "backend", "security", "privacy", "payments", "platform", "friday",
+    ];
+    const ONSETS: &[&str] = &["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "st", "tr"];
+    const VOWELS: &[&str] = &["a", "e", "i", "o", "u", "ai", "ou"];
+    let mut words: Vec<String> = REAL.iter().map(|w| w.to_string()).collect();
+    let mut i = 0usize;
+    while words.len() < size {
+        let mut w = String::new();
+        let mut n = i;
+        for _ in 0..3 {
+            w.push_str(ONSETS[n % ONSETS.len()]);
+            n /= ONSETS.len();
+            w.push_str(VOWELS[n % VOWELS.len()]);
+            n /= VOWELS.len();
+        }
+        words.push(w);
+        i += 1;
+    }
+    words.truncate(size);
+    words
+}
+
+/// A body of `min..=max` words: one word in ten from a Zipf-like head (so that a few workplace
+/// words are common, as in real chat), the rest uniform over the long tail (content words after
+/// stop-word removal are spread thin: even the commonest appears in a few percent of memories).
+pub fn sentence(rng: &mut SplitMix, vocabulary: &[String], min: usize, max: usize) -> String {
+    let n = rng.range(min, max + 1);
+    (0..n)
+        .map(|_| {
+            let index = if rng.unit() < 0.1 { rng.zipf(vocabulary.len()) } else { rng.range(0, vocabulary.len()) };
+            vocabulary[index].as_str()
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The text-format NULL marker, passed as a field to [`CopyBuffer::row`].
+const NULL: &str = "\u{0}NULL";
+
+/// Rows for one COPY, in PostgreSQL text format.
+struct CopyBuffer {
+    text: String,
+}
+
+impl CopyBuffer {
+    fn new() -> Self {
+        CopyBuffer { text: String::new() }
+    }
+
+    fn row(&mut self, fields: &[&str]) {
+        for (i, f) in fields.iter().enumerate() {
+            if i > 0 {
+                self.text.push('\t');
+            }
+            if *f == NULL {
+                self.text.push_str("\\N");
+                continue;
+            }
+            for c in f.chars() {
+                match c {
+                    '\\' => self.text.push_str("\\\\"),
+                    '\t' => self.text.push_str("\\t"),
+                    '\n' => self.text.push_str("\\n"),
+                    '\r' => self.text.push_str("\\r"),
+                    c => self.text.push(c),
+                }
+            }
+        }
+        self.text.push('\n');
+    }
+}
+
+async fn copy(tx: &mut sqlx::PgConnection, statement: &str, buffer: CopyBuffer) -> Result<(), sqlx::Error> {
+    let mut copy = tx.copy_in_raw(statement).await?;
+    for chunk in buffer.text.as_bytes().chunks(1 << 20) {
+        copy.send(chunk).await?;
+    }
+    copy.finish().await?;
+    Ok(())
+}
+
+fn pick_topology(rng: &mut SplitMix) -> (&'static str, usize, usize) {
+    let roll = rng.unit();
+    if roll < 0.50 {
+        ("direct", 1, 2)
+    } else if roll < 0.80 {
+        ("group", 3, 9)
+    } else if roll < 0.98 {
+        ("channel", 10, 61)
+    } else {
+        ("unknown", 2, 6)
+    }
+}
+
+/// Builds a workspace of `spec.revisions` revisions in one transaction, then ANALYZEs.
+pub async fn build(pool: &PgPool, spec: SyntheticSpec, mut progress: impl FnMut(&str)) -> Result<SyntheticWorkspace, sqlx::Error> {
+    let mut rng = SplitMix::new(spec.seed);
+    let words = vocabulary(20_000);
+    let start = Utc::now() - Duration::days(400);
+    let agent = AgentId::generate();
+    let agent_actor = ActorId::generate();
+    let mut tx = pool.begin().await?;
+    let run = &agent.0.simple().to_string()[..8];
+
+    sqlx::query("INSERT INTO actors (id, kind, display_name) VALUES ($1, 'agent', $2)")
+        .bind(agent_actor)
+        .bind(format!("bench-agent-{run}"))
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("INSERT INTO runtime_agents (id, name, actor_id) VALUES ($1, $2, $3)")
+        .bind(agent)
+        .bind(format!("bench-{run}"))
+        .bind(agent_actor)
+        .execute(&mut *tx)
+        .await?;
+
+    progress("actors");
+    let actors: Vec<ActorId> = (0..spec.actors()).map(|_| ActorId::generate()).collect();
+    let mut buf = CopyBuffer::new();
+    let mut identities = CopyBuffer::new();
+    for (i, a) in actors.iter().enumerate() {
+        buf.row(&[&a.to_string(), "human", &format!("Person {i}")]);
+        identities.row(&[&Uuid::now_v7().to_string(), "bench", &format!("{run}-U{i}"), &a.to_string()]);
+    }
+    copy(&mut tx, "COPY actors (id, kind, display_name) FROM STDIN", buf).await?;
+    copy(&mut tx, "COPY connector_identities (id, connector, external_id, actor_id) FROM STDIN", identities).await?;
+
+    progress("conversations");
+    let mut conversations = Vec::new();
+    let mut conv_rows = CopyBuffer::new();
+    let mut member_rows = CopyBuffer::new();
+    let joined = (start - Duration::days(1)).to_rfc3339();
+    for i in 0..spec.conversations() {
+        let (topology, low, high) = pick_topology(&mut rng);
+        let id = ConversationId::generate();
+        let size = rng.range(low, high).min(actors.len());
+        let mut members: Vec<ActorId> = Vec::with_capacity(size);
+        while members.len() < size {
+            let a = actors[rng.range(0, actors.len())];
+            if !members.contains(&a) {
+                members.push(a);
+            }
+        }
+        members.sort();
+        conv_rows.row(&[&id.to_string(), &agent.to_string(), "bench", &format!("{run}-C{i}"), topology, &format!("conversation {i}")]);
+        for m in members.iter().chain(std::iter::once(&agent_actor)) {
+            member_rows.row(&[&id.to_string(), &m.to_string(), &joined]);
+        }
+        conversations.push(SyntheticConversation { id, topology, members });
+    }
+    copy(&mut tx, "COPY conversations (id, runtime_agent_id, connector, external_channel_id, topology, title) FROM STDIN", conv_rows).await?;
+    copy(&mut tx, "COPY conversation_memberships (conversation_id, actor_id, joined_at) FROM STDIN", member_rows).await?;
+
+    progress("memories");
+    let mut entries = CopyBuffer::new();
+    let mut revisions = CopyBuffer::new();
+    let mut messages = CopyBuffer::new();
+    let mut sources = CopyBuffer::new();
+    let mut audience = CopyBuffer::new();
+    let mut loaded_revisions = 0;
+    let mut entry_count = 0;
+    let mut current_revisions = Vec::new();
+    let agent_text = agent.to_string();
+    while loaded_revisions < spec.revisions {
+        let conversation = &conversations[rng.range(0, conversations.len())];
+        let speaker = conversation.members[rng.range(0, conversation.members.len())];
+        let revision_count = if rng.unit() < 0.1 { 2 } else { 1 }.min(spec.revisions - loaded_revisions);
+        let forgotten = rng.unit() < 0.05;
+        let entry = Uuid::now_v7();
+        let revision_ids: Vec<Uuid> = (0..revision_count).map(|_| Uuid::now_v7()).collect();
+        let created = start + Duration::seconds((loaded_revisions as i64) * 30);
+        let created_text = created.to_rfc3339();
+        let current = revision_ids[revision_count - 1];
+        entries.row(&[
+            &entry.to_string(),
+            &agent_text,
+            if forgotten { "forgotten" } else { "live" },
+            &conversation.id.to_string(),
+            &current.to_string(),
+            &created_text,
+            if forgotten { &created_text } else { NULL },
+        ]);
+        if !forgotten {
+            current_revisions.push(current);
+        }
+        let subject = if rng.unit() < 0.8 { speaker.to_string() } else { NULL.to_string() };
+        for (n, revision) in revision_ids.iter().enumerate() {
+            let body = sentence(&mut rng, &words, 8, 16);
+            let message = Uuid::now_v7();
+            messages.row(&[&message.to_string(), &agent_text, &conversation.id.to_string(), "inbound", &speaker.to_string(), &body, &created_text]);
+            revisions.row(&[
+                &revision.to_string(),
+                &entry.to_string(),
+                &agent_text,
+                &(n + 1).to_string(),
+                if n == 0 { "create" } else { "amend" },
+                &body,
+                &subject,
+                &speaker.to_string(),
+                &created_text,
+            ]);
+            let source = Uuid::now_v7();
+            let known = conversation.topology != "unknown";
+            sources.row(&[
+                &source.to_string(),
+                &revision.to_string(),
+                &agent_text,
+                "message",
+                &message.to_string(),
+                if known { "known" } else { "unknown" },
+                "synthetic",
+            ]);
+            if known {
+                for m in &conversation.members {
+                    audience.row(&[&source.to_string(), &m.to_string()]);
+                }
+            }
+        }
+        loaded_revisions += revision_count;
+        entry_count += 1;
+    }
+    let mut status = String::new();
+    let _ = write!(status, "copying {loaded_revisions} revisions");
+    progress(&status);
+    copy(&mut tx, "COPY memory_entries (id, runtime_agent_id, state, origin_conversation_id, current_revision_id, created_at, forgotten_at) FROM STDIN", entries).await?;
+    copy(&mut tx, "COPY messages (id, runtime_agent_id, conversation_id, direction, sender_actor_id, body, sent_at) FROM STDIN", messages).await?;
+    copy(&mut tx, "COPY memory_entry_revisions (id, entry_id, runtime_agent_id, revision_number, operation, body, subject_actor_id, source_actor_id, created_at) FROM STDIN", revisions).await?;
+    copy(&mut tx, "COPY revision_sources (id, revision_id, runtime_agent_id, kind, message_id, evidence, evidence_basis) FROM STDIN", sources).await?;
+    copy(&mut tx, "COPY revision_source_audience (source_id, actor_id) FROM STDIN", audience).await?;
+    progress("committing");
+    tx.commit().await?;
+    progress("analyzing");
+    sqlx::query("ANALYZE").execute(pool).await?;
+    Ok(SyntheticWorkspace {
+        agent,
+        conversations,
+        vocabulary: words,
+        revisions: loaded_revisions,
+        entries: entry_count,
+        current_revisions,
+    })
+}
