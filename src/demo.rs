@@ -4,15 +4,31 @@
 //! the shared #engineering channel), a fact learned in a private direct conversation, a
 //! favourite-food memory, an amended memory, a forgotten one, and two actors who share the display
 //! name "Alex" but stay distinct through their ids.
+//!
+//! On top of that base, `seed` runs real turns through the [`TurnEngine`] with a
+//! [`ScriptedModel`] (see [`run_demo_turns`]): a delivered answer built from retrieved memory, a
+//! recall-then-amend correction, a replay of the spec's production incident that the claim guard
+//! fails, a sharing request left pending in Priya's direct conversation, and a question whose
+//! answer sits in a memory of unknown audience (an `eligibility_withheld_unknown` event). So the
+//! workspace has retrieval events, ledgers and a pending request to inspect.
 
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
-use crate::ids::{ActorId, AgentId, ConversationId, EntryId, IdentityId, MessageId};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::ids::{ActorId, AgentId, ConversationId, EntryId, IdentityId, MessageId, RetrievalEventId};
+use crate::privacy::sharing::SharingRequestId;
+use crate::retrieval::{RetrievalConfig, Retriever};
 use crate::store::{
     ActorKind, Amendment, Direction, NewConversation, NewMemory, NewMessage, Restriction, SourceRef, Store, StoreError,
     SubjectUpdate, WriteOutcome,
 };
+use crate::tools::ToolCall;
+use crate::turn::scripted::tool_results;
+use crate::turn::{receive, ChatRequest, ChatResponse, ScriptedModel, TurnEngine, TurnError, TurnId, TurnReport};
 
 /// The demo runtime agent's name.
 pub const DEMO_AGENT: &str = "mesh-assistant";
@@ -28,6 +44,34 @@ pub struct DemoWorkspace {
     pub actors: Vec<(String, ActorId)>,
     /// Entries by short name.
     pub entries: Vec<(String, EntryId)>,
+    /// Turns run through the engine: (what it shows, turn id, outcome).
+    pub turns: Vec<DemoTurn>,
+    /// The sharing request left pending for review.
+    pub pending_sharing_request: Option<SharingRequestId>,
+    /// The retrieval event that recorded `eligibility_withheld_unknown`.
+    pub withheld_diagnostic_event: Option<RetrievalEventId>,
+}
+
+/// One demo turn, for printing.
+#[derive(Clone, Debug, Serialize)]
+pub struct DemoTurn {
+    /// What the turn demonstrates.
+    pub name: String,
+    /// The persisted turn (`mesh-memory turn ID`).
+    pub turn_id: TurnId,
+    /// Its outcome.
+    pub outcome: String,
+}
+
+/// Why seeding failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// A store write failed (e.g. the workspace exists already).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A demo turn failed to run.
+    #[error("demo turn failed: {0}")]
+    Turn(#[from] TurnError),
 }
 
 /// Whether the demo workspace exists already.
@@ -120,8 +164,16 @@ impl Seeder<'_> {
     }
 }
 
-/// Seeds the demo workspace. Fails with `AlreadyExists` if it is there already.
-pub async fn seed(store: &Store) -> Result<DemoWorkspace, StoreError> {
+/// Seeds the demo workspace and runs the demo turns. Fails with `AlreadyExists` if it is there
+/// already.
+pub async fn seed(store: &Store) -> Result<DemoWorkspace, DemoError> {
+    let mut workspace = seed_base(store).await?;
+    run_demo_turns(store, &mut workspace).await?;
+    Ok(workspace)
+}
+
+/// The base workspace (identities, conversations, memories) without any turn.
+pub async fn seed_base(store: &Store) -> Result<DemoWorkspace, StoreError> {
     let agent = store.create_runtime_agent(DEMO_AGENT).await?;
     let agent_actor = store.agent_actor(agent).await?;
     let mut s = Seeder { store, agent, agent_actor, clock: Utc::now() - Duration::days(30) };
@@ -274,5 +326,154 @@ pub async fn seed(store: &Store) -> Result<DemoWorkspace, StoreError> {
             ("forgotten-freeze".into(), freeze),
             ("always-on-rule".into(), rule),
         ],
+        turns: Vec::new(),
+        pending_sharing_request: None,
+        withheld_diagnostic_event: None,
     })
+}
+
+fn lookup<T: Copy>(list: &[(String, T)], name: &str) -> Option<T> {
+    list.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+}
+
+/// A tool-call step that acts on the memory of the latest recall result whose body contains
+/// `needle`; if recall did not return it, the scripted model says so instead of guessing.
+fn on_recalled(
+    needle: &'static str,
+    call: impl Fn(&Value) -> (&'static str, Value) + Send + Sync + 'static,
+) -> impl Fn(&ChatRequest) -> ChatResponse + Send + Sync + 'static {
+    move |request| {
+        let found = tool_results(request).last().and_then(|r| {
+            r["memories"]
+                .as_array()
+                .and_then(|m| m.iter().find(|m| m["body"].as_str().unwrap_or("").contains(needle)).cloned())
+        });
+        match found {
+            Some(memory) => {
+                let (name, arguments) = call(&memory);
+                ChatResponse {
+                    content: None,
+                    tool_calls: vec![ToolCall {
+                        id: "call-1".into(),
+                        name: name.into(),
+                        arguments: arguments.to_string(),
+                    }],
+                }
+            }
+            None => ChatResponse::text("I could not find that memory."),
+        }
+    }
+}
+
+async fn demo_turn(
+    store: &Store,
+    agent: AgentId,
+    conversation: ConversationId,
+    handle: &str,
+    text: &str,
+    model: ScriptedModel,
+) -> Result<TurnReport, TurnError> {
+    let engine =
+        TurnEngine::new(store.clone(), Retriever::new(store.clone(), RetrievalConfig::default()), Arc::new(model));
+    let inbound = receive(store, agent, conversation, "slack", handle, text).await?;
+    engine.run_turn(inbound).await
+}
+
+/// Runs the demo turns on a seeded base workspace (see the module documentation).
+pub async fn run_demo_turns(store: &Store, workspace: &mut DemoWorkspace) -> Result<(), DemoError> {
+    let agent = workspace.agent;
+    let conversation = |name: &str| {
+        lookup(&workspace.conversations, name)
+            .ok_or(StoreError::InvalidInput { field: "demo", reason: format!("conversation {name} missing") })
+    };
+    let engineering = conversation("engineering")?;
+    let dm_priya = conversation("dm-priya")?;
+    let mut turns = Vec::new();
+
+    // 1. An answer from retrieved memory: another engineer asks; the CTO's preference is relevant.
+    let model = ScriptedModel::new().reply(
+        "Victor (id U123) prefers tabs over spaces in every repository, so use tabs in the payments-service repo.",
+    );
+    let report =
+        demo_turn(store, agent, engineering, "U456", "Tabs or spaces for the payments-service repo?", model).await?;
+    turns.push(("answer from retrieved memory", report));
+
+    // 2. Recall precedes a correction: the amend needs the ids that recall returns.
+    let model = ScriptedModel::new()
+        .calls(vec![("recall", json!({"query": "platform team"}))])
+        .step(on_recalled("platform team", |m| {
+            ("amend", json!({"entry_id": m["entry_id"], "expected_revision_id": m["revision_id"],
+                             "body": "Leads the platform and infrastructure teams since October (previously payments)."}))
+        }))
+        .reply("I've updated that memory: you lead the platform and infrastructure teams.");
+    let report =
+        demo_turn(store, agent, engineering, "U321", "I now lead infrastructure too, not just platform.", model)
+            .await?;
+    turns.push(("recall then amend", report));
+
+    // 3. The spec's production incident, replayed: two creates, then a reply claiming a
+    //    re-attribution and a supersession that never committed. The claim guard fails the turn.
+    let model = ScriptedModel::new()
+        .calls(vec![
+            ("remember", json!({"body": "Insists on tabs over spaces.", "subject": "U790"})),
+            ("remember", json!({"body": "Does not insist on tabs; that was Alex.", "subject": "U123"})),
+        ])
+        .reply("I've re-attributed the earlier memory to Alex and marked the old entry as superseded.");
+    let report =
+        demo_turn(store, agent, engineering, "U123", "It's Alex (U790), not me, who insists on tabs.", model).await?;
+    turns.push(("production incident: claim guard", report));
+
+    // 4. A sharing request in an authenticated direct conversation: pending, nothing shared.
+    let model = ScriptedModel::new()
+        .calls(vec![("recall", json!({"query": "interviewing"}))])
+        .step(on_recalled("interviewing", |m| {
+            ("request_memory_sharing", json!({"revision_id": m["revision_id"], "target_conversation": "C-ENG",
+                                               "rationale": "Priya said the engineering channel may know about her interviews."}))
+        }))
+        .reply("I've asked for approval to share that with #engineering; nothing is shared until it is approved.");
+    let report =
+        demo_turn(store, agent, dm_priya, "U456", "You can tell #engineering that I'm interviewing elsewhere.", model)
+            .await?;
+    workspace.pending_sharing_request = report.ledger.sharing_requests.first().map(|r| r.request_id);
+    turns.push(("sharing request (pending)", report));
+
+    // 5. A memory of unknown audience (legacy conversation without proven topology) matches the
+    //    question's wording elsewhere: withheld, and the audit records eligibility_withheld_unknown.
+    let legacy = store
+        .create_conversation(NewConversation {
+            agent,
+            connector: "slack",
+            external_channel_id: "C-LEGACY",
+            topology: crate::store::Topology::Unknown,
+            title: "#ops-legacy (imported, topology unknown)",
+        })
+        .await?;
+    let victor = lookup(&workspace.actors, "U123 Victor (CTO)")
+        .ok_or(StoreError::InvalidInput { field: "demo", reason: "actor U123 missing".into() })?;
+    let said =
+        receive(store, agent, legacy, "slack", "U123", "The staging cluster is rebuilt every Monday night.").await?;
+    let legacy_entry = store
+        .create_entry(NewMemory {
+            agent,
+            body: "The staging cluster is rebuilt every Monday night.".into(),
+            subject: None,
+            source_actor: Some(victor),
+            origin_conversation: Some(legacy),
+            always_on: false,
+            restriction: Restriction::None,
+            sources: vec![SourceRef::Message(said)],
+        })
+        .await?;
+    workspace.conversations.push(("ops-legacy".into(), legacy));
+    workspace.entries.push(("unknown-audience".into(), legacy_entry.entry_id));
+    let model = ScriptedModel::new().reply("I don't have anything I can share here about when staging is rebuilt.");
+    let report = demo_turn(store, agent, engineering, "U321", "When is the staging cluster rebuilt?", model).await?;
+    workspace.withheld_diagnostic_event = report.retrieval_event_ids.first().copied();
+    turns.push(("withheld: unknown audience", report));
+
+    workspace.turns = turns
+        .into_iter()
+        .map(|(name, r)| DemoTurn { name: name.to_owned(), turn_id: r.turn_id, outcome: r.outcome.name().to_owned() })
+        .collect();
+    Ok(())
 }

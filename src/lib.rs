@@ -4,10 +4,16 @@
 //! audience-safe, explainable selection of it. See `ARCHITECTURE.md` for the code map and the
 //! invariants, and `../shared/spec/memory-retrieval.md` for the normative contract.
 
+pub mod bench;
 pub mod database;
 pub mod demo;
 pub mod ids;
 pub mod pg;
+pub mod privacy;
+pub mod retrieval;
+pub mod semantic;
 pub mod store;
+pub mod tools;
+pub mod turn;
 
 pub use ids::*;

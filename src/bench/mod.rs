@@ -63,7 +63,10 @@ impl Latency {
 }
 
 /// A random destination (conversation + one of its members as the speaker) and a 2–4 word query.
-pub fn random_query(rng: &mut SplitMix, workspace: &SyntheticWorkspace) -> (crate::ids::ConversationId, ActorId, String) {
+pub fn random_query(
+    rng: &mut SplitMix,
+    workspace: &SyntheticWorkspace,
+) -> (crate::ids::ConversationId, ActorId, String) {
     let conversation = &workspace.conversations[rng.range(0, workspace.conversations.len())];
     let actor = conversation.members[rng.range(0, conversation.members.len())];
     (conversation.id, actor, sentence(rng, &workspace.vocabulary, 2, 4))
@@ -304,7 +307,8 @@ async fn measure_size(
     let remembers_per_second =
         measure_remember_throughput(&store, &workspace, options.writers, options.write_duration).await?;
     progress(&format!("{size}: amend throughput"));
-    let amends_per_second = measure_amend_throughput(&store, &workspace, options.writers, options.write_duration).await?;
+    let amends_per_second =
+        measure_amend_throughput(&store, &workspace, options.writers, options.write_duration).await?;
     Ok(SizeReport {
         revisions: workspace.revisions,
         entries: workspace.entries,

@@ -98,9 +98,36 @@ pub struct SyntheticWorkspace {
 /// generated words.
 pub fn vocabulary(size: usize) -> Vec<String> {
     const REAL: &[&str] = &[
-        "deploy", "review", "tabs", "spaces", "release", "meeting", "lunch", "ramen", "oncall", "incident", "database",
-        "migration", "roadmap", "budget", "hiring", "vacation", "kids", "school", "coffee", "tests", "latency",
-        "customer", "design", "frontend", "backend", "security", "privacy", "payments", "platform", "friday",
+        "deploy",
+        "review",
+        "tabs",
+        "spaces",
+        "release",
+        "meeting",
+        "lunch",
+        "ramen",
+        "oncall",
+        "incident",
+        "database",
+        "migration",
+        "roadmap",
+        "budget",
+        "hiring",
+        "vacation",
+        "kids",
+        "school",
+        "coffee",
+        "tests",
+        "latency",
+        "customer",
+        "design",
+        "frontend",
+        "backend",
+        "security",
+        "privacy",
+        "payments",
+        "platform",
+        "friday",
     ];
     const ONSETS: &[&str] = &["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "st", "tr"];
     const VOWELS: &[&str] = &["a", "e", "i", "o", "u", "ai", "ou"];
@@ -195,7 +222,11 @@ fn pick_topology(rng: &mut SplitMix) -> (&'static str, usize, usize) {
 }
 
 /// Builds a workspace of `spec.revisions` revisions in one transaction, then ANALYZEs.
-pub async fn build(pool: &PgPool, spec: SyntheticSpec, mut progress: impl FnMut(&str)) -> Result<SyntheticWorkspace, sqlx::Error> {
+pub async fn build(
+    pool: &PgPool,
+    spec: SyntheticSpec,
+    mut progress: impl FnMut(&str),
+) -> Result<SyntheticWorkspace, sqlx::Error> {
     let mut rng = SplitMix::new(spec.seed);
     let words = vocabulary(20_000);
     let start = Utc::now() - Duration::days(400);
@@ -244,14 +275,27 @@ pub async fn build(pool: &PgPool, spec: SyntheticSpec, mut progress: impl FnMut(
             }
         }
         members.sort();
-        conv_rows.row(&[&id.to_string(), &agent.to_string(), "bench", &format!("{run}-C{i}"), topology, &format!("conversation {i}")]);
+        conv_rows.row(&[
+            &id.to_string(),
+            &agent.to_string(),
+            "bench",
+            &format!("{run}-C{i}"),
+            topology,
+            &format!("conversation {i}"),
+        ]);
         for m in members.iter().chain(std::iter::once(&agent_actor)) {
             member_rows.row(&[&id.to_string(), &m.to_string(), &joined]);
         }
         conversations.push(SyntheticConversation { id, topology, members });
     }
-    copy(&mut tx, "COPY conversations (id, runtime_agent_id, connector, external_channel_id, topology, title) FROM STDIN", conv_rows).await?;
-    copy(&mut tx, "COPY conversation_memberships (conversation_id, actor_id, joined_at) FROM STDIN", member_rows).await?;
+    copy(
+        &mut tx,
+        "COPY conversations (id, runtime_agent_id, connector, external_channel_id, topology, title) FROM STDIN",
+        conv_rows,
+    )
+    .await?;
+    copy(&mut tx, "COPY conversation_memberships (conversation_id, actor_id, joined_at) FROM STDIN", member_rows)
+        .await?;
 
     progress("memories");
     let mut entries = CopyBuffer::new();
@@ -289,7 +333,15 @@ pub async fn build(pool: &PgPool, spec: SyntheticSpec, mut progress: impl FnMut(
         for (n, revision) in revision_ids.iter().enumerate() {
             let body = sentence(&mut rng, &words, 8, 16);
             let message = Uuid::now_v7();
-            messages.row(&[&message.to_string(), &agent_text, &conversation.id.to_string(), "inbound", &speaker.to_string(), &body, &created_text]);
+            messages.row(&[
+                &message.to_string(),
+                &agent_text,
+                &conversation.id.to_string(),
+                "inbound",
+                &speaker.to_string(),
+                &body,
+                &created_text,
+            ]);
             revisions.row(&[
                 &revision.to_string(),
                 &entry.to_string(),
@@ -325,7 +377,12 @@ pub async fn build(pool: &PgPool, spec: SyntheticSpec, mut progress: impl FnMut(
     let _ = write!(status, "copying {loaded_revisions} revisions");
     progress(&status);
     copy(&mut tx, "COPY memory_entries (id, runtime_agent_id, state, origin_conversation_id, current_revision_id, created_at, forgotten_at) FROM STDIN", entries).await?;
-    copy(&mut tx, "COPY messages (id, runtime_agent_id, conversation_id, direction, sender_actor_id, body, sent_at) FROM STDIN", messages).await?;
+    copy(
+        &mut tx,
+        "COPY messages (id, runtime_agent_id, conversation_id, direction, sender_actor_id, body, sent_at) FROM STDIN",
+        messages,
+    )
+    .await?;
     copy(&mut tx, "COPY memory_entry_revisions (id, entry_id, runtime_agent_id, revision_number, operation, body, subject_actor_id, source_actor_id, created_at) FROM STDIN", revisions).await?;
     copy(&mut tx, "COPY revision_sources (id, revision_id, runtime_agent_id, kind, message_id, evidence, evidence_basis) FROM STDIN", sources).await?;
     copy(&mut tx, "COPY revision_source_audience (source_id, actor_id) FROM STDIN", audience).await?;

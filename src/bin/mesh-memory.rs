@@ -45,6 +45,105 @@ enum Command {
         /// Entry id.
         entry: String,
     },
+    /// Retrieve memories for a turn through the one retrieval service (prints scores and reasons).
+    /// Reads MESH_AGENT_MASTER_KEY for the audit query digest; without it no digest is recorded.
+    Recall {
+        /// Runtime agent name or id.
+        #[arg(long)]
+        agent: String,
+        /// Conversation id or external channel id (e.g. C-ENG).
+        #[arg(long)]
+        conversation: String,
+        /// Current speaker: connector external id (e.g. U456), display name or actor id.
+        #[arg(long)]
+        actor: Option<String>,
+        /// At most this many memories.
+        #[arg(long, default_value_t = mesh_memory::retrieval::DEFAULT_MAX_COUNT)]
+        max_count: u32,
+        /// Memory allowance in upper-bound tokens.
+        #[arg(long, default_value_t = mesh_memory::retrieval::DEFAULT_TOKEN_BUDGET)]
+        token_budget: u32,
+        /// Run (and audit) as automatic prompt assembly and print the prompt section.
+        #[arg(long)]
+        prompt: bool,
+        /// Query text; empty ranks by subject, conversation and recency.
+        #[arg(default_value = "")]
+        query: String,
+    },
+    /// Explain an entry's eligibility in a conversation (`explain ENTRY --conversation C`), or an
+    /// audited search (`explain EVENT --event`).
+    Explain {
+        /// Entry id, or retrieval event id with --event.
+        id: String,
+        /// Conversation id or external channel id (required for an entry).
+        #[arg(long)]
+        conversation: Option<String>,
+        /// Runtime agent name or id (default: the entry's owner).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Treat ID as a retrieval event id.
+        #[arg(long)]
+        event: bool,
+    },
+    /// Speed benchmark: synthetic stores of growing size, recall latency, write throughput.
+    Bench {
+        /// Store sizes in revisions, comma separated.
+        #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
+        sizes: Vec<usize>,
+        /// Searches per size.
+        #[arg(long, default_value_t = 300)]
+        queries: usize,
+        /// Seconds per write-throughput measurement.
+        #[arg(long, default_value_t = 5.0)]
+        write_seconds: f64,
+        /// Concurrent writers.
+        #[arg(long, default_value_t = 8)]
+        writers: usize,
+        /// Keep the benchmark databases.
+        #[arg(long)]
+        keep: bool,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json_out: Option<std::path::PathBuf>,
+    },
+    /// Legacy audience repair: turn unknown evidence into known where the transcript proves it.
+    Repair {
+        /// Report what would change, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Why this repair runs (recorded in the evidence log).
+        #[arg(long, default_value = "mesh-memory repair")]
+        reason: String,
+    },
+    /// List recent agent turns with their outcome and committed writes.
+    Turns {
+        /// Runtime agent name or id (default: all).
+        #[arg(long)]
+        agent: Option<String>,
+        /// At most this many turns, newest first.
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+    /// Print one turn: its committed ledger, tool calls, claim-guard findings, delivery recheck
+    /// and retrieval events.
+    Turn {
+        /// Turn id.
+        id: String,
+    },
+    /// Interactive turns against an OpenAI-compatible model (MESH_MODEL_BASE_URL, MESH_MODEL_API_KEY,
+    /// MESH_MODEL). Each stdin line is an inbound message from the given connector identity;
+    /// `/confirm REQUEST_ID` confirms a sharing request as that person; `/quit` ends.
+    Chat {
+        /// Runtime agent name or id.
+        #[arg(long)]
+        agent: String,
+        /// Conversation id or external channel id (e.g. C-ENG).
+        #[arg(long)]
+        conversation: String,
+        /// The speaker's connector external id (e.g. U456); the connector is the conversation's.
+        #[arg(long = "as")]
+        speaker: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -92,6 +191,49 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Db { action } => db(action, cli.database_url.as_deref(), cli.json).await,
         Command::Demo { action: DemoAction::Seed } => {
             with_store(cli.database_url.as_deref(), |store| async move { demo_seed(&store, cli.json).await }).await
+        }
+        Command::Bench { sizes, queries, write_seconds, writers, keep, json_out } => {
+            let options = mesh_memory::bench::BenchOptions {
+                sizes,
+                queries,
+                write_duration: std::time::Duration::from_secs_f64(write_seconds),
+                writers,
+                keep_databases: keep,
+            };
+            bench(cli.database_url.as_deref(), &options, json_out.as_deref()).await
+        }
+        Command::Repair { dry_run, reason } => {
+            with_store(
+                cli.database_url.as_deref(),
+                |store| async move { repair(&store, dry_run, &reason, cli.json).await },
+            )
+            .await
+        }
+        Command::Recall { agent, conversation, actor, max_count, token_budget, prompt, query } => {
+            let args = RecallArgs { agent, conversation, actor, max_count, token_budget, prompt, query };
+            with_store(cli.database_url.as_deref(), |store| async move { recall(&store, args, cli.json).await }).await
+        }
+        Command::Explain { id, conversation, agent, event } => {
+            with_store(cli.database_url.as_deref(), |store| async move {
+                explain(&store, &id, conversation.as_deref(), agent.as_deref(), event, cli.json).await
+            })
+            .await
+        }
+        Command::Turns { agent, limit } => {
+            with_store(cli.database_url.as_deref(), |store| async move {
+                turns(&store, agent.as_deref(), limit, cli.json).await
+            })
+            .await
+        }
+        Command::Turn { id } => {
+            let id: mesh_memory::turn::TurnId = id.parse()?;
+            with_store(cli.database_url.as_deref(), |store| async move { turn(&store, id, cli.json).await }).await
+        }
+        Command::Chat { agent, conversation, speaker } => {
+            with_store(cli.database_url.as_deref(), |store| async move {
+                chat(&store, &agent, &conversation, &speaker).await
+            })
+            .await
         }
         Command::Show { entry } => {
             let entry: EntryId = entry.parse()?;
@@ -190,6 +332,16 @@ async fn demo_seed(store: &Store, json: bool) -> Result<()> {
     for (name, id) in &workspace.entries {
         println!("  {name:<18} {id}");
     }
+    println!("turns run through the engine with a scripted model (try `mesh-memory turn ID`):");
+    for t in &workspace.turns {
+        println!("  {:<34} {}  {}", t.name, t.turn_id, t.outcome);
+    }
+    if let Some(request) = workspace.pending_sharing_request {
+        println!("pending sharing request: {request}");
+    }
+    if let Some(event) = workspace.withheld_diagnostic_event {
+        println!("eligibility_withheld_unknown event: {event} (try `mesh-memory explain {event} --event`)");
+    }
     Ok(())
 }
 
@@ -232,4 +384,329 @@ fn print_history(h: &EntryHistory) {
             println!("    - {:<18} {target}\n      {evidence}  [{}]", s.kind, s.evidence_basis);
         }
     }
+}
+
+async fn repair(store: &Store, dry_run: bool, reason: &str, json: bool) -> Result<()> {
+    let repaired = mesh_memory::privacy::repair::repair_audience_evidence(store.pool(), reason, dry_run).await?;
+    if json {
+        return print_json(&repaired);
+    }
+    let verb = if dry_run { "would repair" } else { "repaired" };
+    println!("{verb} {} source(s){}", repaired.len(), if dry_run { " (dry run: nothing changed)" } else { "" });
+    for r in &repaired {
+        let audience: Vec<String> = r.audience.iter().map(ToString::to_string).collect();
+        println!(
+            "  source {} of revision {}: {} -> audience {{{}}}",
+            r.source_id,
+            r.revision_id,
+            r.rule,
+            audience.join(", ")
+        );
+    }
+    Ok(())
+}
+
+async fn bench(
+    url: Option<&str>,
+    options: &mesh_memory::bench::BenchOptions,
+    json_out: Option<&std::path::Path>,
+) -> Result<()> {
+    let (url, _guard) = match url {
+        Some(url) => (url.to_owned(), None),
+        None => {
+            let guard = EmbeddedCluster::at_default_location()?.start_guarded()?;
+            (guard.cluster().url()?, Some(guard))
+        }
+    };
+    let admin: sqlx::postgres::PgConnectOptions = url.parse().context("parsing the database URL")?;
+    let started = std::time::Instant::now();
+    let reports = mesh_memory::bench::run(&admin, options, |stage| {
+        eprintln!("[{:>7.1}s] {stage}", started.elapsed().as_secs_f64());
+    })
+    .await?;
+    print!("{}", mesh_memory::bench::render_table(&reports));
+    if let Some(path) = json_out {
+        std::fs::write(path, serde_json::to_string_pretty(&reports)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Arguments of `recall`, gathered so the command function stays small.
+struct RecallArgs {
+    agent: String,
+    conversation: String,
+    actor: Option<String>,
+    max_count: u32,
+    token_budget: u32,
+    prompt: bool,
+    query: String,
+}
+
+/// The audit digest key from MESH_AGENT_MASTER_KEY (read here, at the edge, and nowhere else).
+fn digest_key_from_env() -> Result<Option<mesh_memory::retrieval::DigestKey>> {
+    match std::env::var_os("MESH_AGENT_MASTER_KEY") {
+        Some(value) if !value.is_empty() => {
+            let bytes = value.into_encoded_bytes();
+            Ok(Some(mesh_memory::retrieval::DigestKey::from_master_key(&bytes)?))
+        }
+        _ => Ok(None),
+    }
+}
+
+async fn recall(store: &Store, args: RecallArgs, json: bool) -> Result<()> {
+    use mesh_memory::retrieval::{RetrievalConfig, RetrievalMode, Retriever, SearchRequest};
+    let agent = store.find_runtime_agent(&args.agent).await?;
+    let conversation = store.find_conversation(agent, &args.conversation).await?;
+    let actor = match &args.actor {
+        Some(text) => Some(store.find_actor(text).await?),
+        None => None,
+    };
+    let config = RetrievalConfig { digest_key: digest_key_from_env()?, ..RetrievalConfig::default() };
+    let mode = if args.prompt { RetrievalMode::Prompt } else { RetrievalMode::Recall };
+    let request = SearchRequest {
+        max_count: args.max_count,
+        token_budget: args.token_budget,
+        ..SearchRequest::new(agent, conversation, actor, args.query, mode)
+    };
+    let outcome = Retriever::new(store.clone(), config).search(&request).await?;
+    if json {
+        return print_json(&outcome);
+    }
+    let degraded: Vec<&str> = outcome.degradation_categories.iter().map(|c| c.as_str()).collect();
+    println!(
+        "retrieval event {}  audience: {} actor(s)  candidates: {}  cost: {}/{} tokens  degraded: {}",
+        outcome.event_id,
+        outcome.context.audience.len(),
+        outcome.candidate_count,
+        outcome.cost_tokens,
+        outcome.token_budget,
+        if degraded.is_empty() { "none".to_owned() } else { degraded.join(", ") }
+    );
+    if args.prompt {
+        println!("\n{}", outcome.prompt_section());
+    }
+    if outcome.selections.is_empty() {
+        println!("\nno memory selected");
+    }
+    for (rank, s) in outcome.selections.iter().enumerate() {
+        println!(
+            "\n{}. score {:.4}  entry {}  revision {} (#{})",
+            rank + 1,
+            s.score,
+            s.entry_id,
+            s.revision_id,
+            s.revision_number
+        );
+        println!("   {}", mesh_memory::retrieval::render::prompt_line(s).trim_start_matches("- "));
+        println!("   why: {}", s.reason);
+    }
+    for skipped in &outcome.skipped {
+        println!(
+            "\nskipped whole (not cut): entry {} revision {} costs {} tokens ({:?})",
+            skipped.entry_id, skipped.revision_id, skipped.cost_tokens, skipped.reason
+        );
+    }
+    if !outcome.withheld.is_empty() {
+        let counts: Vec<String> = outcome.withheld.iter().map(|(rule, n)| format!("{rule}={n}")).collect();
+        println!("\nwithheld full-text matches (counts only): {}", counts.join(", "));
+    }
+    Ok(())
+}
+
+async fn explain(
+    store: &Store,
+    id: &str,
+    conversation: Option<&str>,
+    agent: Option<&str>,
+    event: bool,
+    json: bool,
+) -> Result<()> {
+    if event {
+        let event_id: mesh_memory::RetrievalEventId = id.parse()?;
+        let explained = mesh_memory::retrieval::explain_event(store.pool(), event_id)
+            .await?
+            .with_context(|| format!("no retrieval event {event_id}"))?;
+        if json {
+            return print_json(&explained);
+        }
+        println!(
+            "retrieval event {} ({:?}) at {}  degraded: {}",
+            explained.event_id,
+            explained.mode,
+            explained.created_at.format("%Y-%m-%d %H:%M:%S"),
+            explained.degradation_category.as_deref().unwrap_or("none")
+        );
+        for (rank, s) in explained.selections.iter().enumerate() {
+            println!(
+                "{}. score {:.4}  entry {}  revision {}\n   why: {}",
+                rank + 1,
+                s.score,
+                s.entry_id,
+                s.revision_id,
+                s.reason
+            );
+        }
+        return Ok(());
+    }
+    let entry: EntryId = id.parse()?;
+    let conversation = conversation.context("--conversation is required to explain an entry")?;
+    let owner = store.entry_owner(entry).await?.with_context(|| format!("no entry {entry}"))?;
+    let agent = match agent {
+        Some(text) => store.find_runtime_agent(text).await?,
+        None => owner,
+    };
+    let conversation = store.find_conversation(agent, conversation).await?;
+    let explained = mesh_memory::privacy::explain_entry(store, Some(agent), entry, conversation).await?;
+    if json {
+        return print_json(&explained);
+    }
+    println!("entry {} revision {} in conversation {}", explained.entry_id, explained.revision_id, conversation);
+    println!("verdict: {}", explained.explanation);
+    if let Some(source) = &explained.failing_source {
+        println!("failing source: {} ({}; {})", source.source_id, source.kind, source.evidence_basis);
+        if !source.missing_actors.is_empty() {
+            let labels = store.actor_summaries(&source.missing_actors).await?;
+            let names: Vec<String> = labels.iter().map(|a| a.label()).collect();
+            println!("readers here who could not read that source: {}", names.join(", "));
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agent turns: `turns`, `turn ID`, `chat`
+// ---------------------------------------------------------------------------------------------
+
+async fn turns(store: &Store, agent: Option<&str>, limit: u32, json: bool) -> Result<()> {
+    let agent = match agent {
+        Some(name) => Some(store.find_runtime_agent(name).await?),
+        None => None,
+    };
+    let records = mesh_memory::turn::list_turns(store.pool(), agent, limit).await?;
+    if json {
+        return print_json(&records);
+    }
+    if records.is_empty() {
+        println!("no turns recorded");
+    }
+    for r in &records {
+        let writes: Vec<String> = r
+            .ledger
+            .writes
+            .iter()
+            .map(|w| format!("{:?} {}", w.operation, w.entry_id).to_lowercase())
+            .chain(r.ledger.sharing_requests.iter().map(|q| format!("sharing request {}", q.request_id)))
+            .collect();
+        println!(
+            "{}  {}  {:<18} rounds {}  {}",
+            r.id,
+            r.created_at.format("%Y-%m-%d %H:%M:%S"),
+            r.outcome,
+            r.rounds,
+            if writes.is_empty() { "no writes".to_owned() } else { writes.join(", ") }
+        );
+    }
+    Ok(())
+}
+
+async fn turn(store: &Store, id: mesh_memory::turn::TurnId, json: bool) -> Result<()> {
+    let record = mesh_memory::turn::get_turn(store.pool(), id).await?.with_context(|| format!("no turn {id}"))?;
+    if json {
+        return print_json(&record);
+    }
+    println!("turn {}  outcome: {}  rounds: {}", record.id, record.outcome, record.rounds);
+    println!("  conversation {}  inbound message {}", record.conversation_id, record.inbound_message_id);
+    if let Some(outbound) = record.outbound_message_id {
+        println!("  delivered as message {outbound}");
+    }
+    if let Some(reason) = &record.failure_reason {
+        println!("  not delivered: {reason}");
+    }
+    println!("committed ledger (from the store's return values):");
+    if record.ledger.is_empty() {
+        println!("  (nothing committed)");
+    }
+    for w in &record.ledger.writes {
+        let subject = if w.subject_changed { "  subject changed" } else { "" };
+        println!(
+            "  {:<7} entry {} -> revision {} (#{}){subject}",
+            format!("{:?}", w.operation).to_lowercase(),
+            w.entry_id,
+            w.revision_id,
+            w.revision_number
+        );
+    }
+    for q in &record.ledger.sharing_requests {
+        println!("  pending sharing request {} for revision {}", q.request_id, q.revision_id);
+    }
+    println!("tool calls:");
+    if record.tool_calls.is_empty() {
+        println!("  (none)");
+    }
+    for c in &record.tool_calls {
+        let error = c.error.as_deref().map(|e| format!("  {e}")).unwrap_or_default();
+        println!("  round {} {:<24} {}{error}", c.round, c.name, c.status);
+    }
+    if let Some(claims) = record.unbacked_claims.as_array().filter(|c| !c.is_empty()) {
+        println!("claim guard: unbacked claims");
+        for c in claims {
+            println!("  {} ({})", c["kind"].as_str().unwrap_or("?"), c["phrase"].as_str().unwrap_or(""));
+        }
+    }
+    if let Some(withheld) = &record.withheld {
+        println!("delivery recheck withheld the reply: {}", serde_json::to_string(withheld)?);
+    }
+    println!("retrieval events (try `mesh-memory explain ID --event`):");
+    for e in &record.retrieval_event_ids {
+        println!("  {e}");
+    }
+    Ok(())
+}
+
+async fn chat(store: &Store, agent: &str, conversation: &str, speaker: &str) -> Result<()> {
+    use std::io::BufRead;
+    use std::sync::Arc;
+
+    use mesh_memory::retrieval::{RetrievalConfig, Retriever};
+    use mesh_memory::turn::{OpenAiCompatibleClient, OpenAiConfig, TurnEngine, TurnOutcome};
+
+    let agent = store.find_runtime_agent(agent).await?;
+    let conversation = store.find_conversation(agent, conversation).await?;
+    let connector = store.conversation(agent, conversation).await?.connector;
+    let client = OpenAiCompatibleClient::new(OpenAiConfig::from_env()?)?;
+    let mut config = RetrievalConfig::default();
+    if let Ok(master) = std::env::var("MESH_AGENT_MASTER_KEY") {
+        config.digest_key = Some(mesh_memory::retrieval::DigestKey::from_master_key(master.as_bytes())?);
+    }
+    let engine = TurnEngine::new(store.clone(), Retriever::new(store.clone(), config), Arc::new(client));
+    eprintln!("chatting as {connector} {speaker}; /confirm REQUEST_ID confirms a sharing request, /quit ends");
+    for line in std::io::stdin().lock().lines() {
+        let line = line?;
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        if text == "/quit" {
+            break;
+        }
+        let inbound = mesh_memory::turn::receive(store, agent, conversation, &connector, speaker, text).await?;
+        if let Some(request) = text.strip_prefix("/confirm ") {
+            let request: mesh_memory::privacy::sharing::SharingRequestId = request.parse()?;
+            match mesh_memory::privacy::sharing::confirm_by_source_actor(store.pool(), request, inbound).await {
+                Ok(grant) => println!("[grant {grant} created]"),
+                Err(e) => println!("[not confirmed: {e}]"),
+            }
+            continue;
+        }
+        let report = engine.run_turn(inbound).await?;
+        match (&report.outcome, &report.reply) {
+            (TurnOutcome::Delivered { .. }, Some(reply)) => println!("{reply}"),
+            (outcome, _) => println!("[turn {} not delivered: {}]", report.turn_id, outcome.name()),
+        }
+        for w in &report.ledger.writes {
+            eprintln!("  [{:?} entry {} -> revision #{}]", w.operation, w.entry_id, w.revision_number);
+        }
+    }
+    Ok(())
 }

@@ -4,15 +4,22 @@
 //! as the turn engine build their ledger from those values alone, never from what was asked.
 //! SQL for a table lives in the submodule that owns it.
 
+mod browse;
 mod conversation;
 mod error;
 mod history;
 mod identity;
 mod lineage;
 mod memory;
+mod operators;
 
 use sqlx::PgPool;
 
+pub use browse::{
+    ActorChoice, AgentSummary, BrowseFilter, ConversationChoice, EntryPage, EntrySummary, EvidenceReviewItem,
+    EvidenceReviewPage, LineageMessage, LineageRevision, RetrievalEventPage, RetrievalEventSummary, SharingRequestView,
+    MAX_PAGE_SIZE,
+};
 pub use conversation::{ConversationSummary, Direction, NewConversation, NewMessage, Topology};
 pub use error::StoreError;
 pub use history::{EntryHistory, EvidenceView, RevisionView, SourceView};
@@ -21,6 +28,10 @@ pub use lineage::SourceRef;
 pub use memory::{
     Amendment, CommittedWrite, EntryState, NewMemory, NothingChanged, NothingChangedReason, Restriction, SubjectUpdate,
     WriteOperation, WriteOutcome, MAX_BODY_CHARS,
+};
+pub use operators::{
+    connect_as, create_console_role, operator_login_roles, operator_rights, scram_verifier, validate_role_name,
+    ConsoleRoleKind, OperatorRights, MIN_OPERATOR_PASSWORD_CHARS,
 };
 
 /// Handle on the canonical PostgreSQL store. Cheap to clone (it wraps a pool).

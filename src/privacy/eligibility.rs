@@ -1,0 +1,364 @@
+//! Eligibility: the Rust face of the one SQL predicate `memory_eligibility_verdict`.
+//!
+//! Candidate queries embed [`ELIGIBLE_SQL`] (via [`eligible_revision_sql!`](crate::eligible_revision_sql))
+//! inside their `WHERE` clause, so an ineligible row is never even read into Rust; no score can
+//! restore it. The explain API ([`explain_entry`]) and the delivery recheck ([`recheck_delivery`])
+//! call the same SQL function, so the three agree by construction.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RevisionId, SourceId};
+use crate::store::{Store, StoreError};
+
+/// The eligibility call for a revision aliased `r`, with the parameter convention every candidate
+/// query follows: `$1` runtime agent, `$2` destination conversation, `$3` destination audience
+/// (`uuid[]`). A macro (not only a constant) so that queries can `concat!` it into a
+/// `&'static str` and stay parameterised.
+#[macro_export]
+macro_rules! eligible_revision_sql {
+    () => {
+        "memory_revision_eligible($1, r.id, $2, $3)"
+    };
+}
+
+/// See [`eligible_revision_sql!`](crate::eligible_revision_sql): the predicate fragment for a
+/// revision aliased `r` with `$1` agent, `$2` conversation, `$3` audience. Semantic index adapters
+/// embed it in their own SQL so that eligibility runs in the same statement as the vector search.
+pub const ELIGIBLE_SQL: &str = eligible_revision_sql!();
+
+/// Why retrieval-side privacy checks could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum PrivacyError {
+    /// A store lookup failed (unknown conversation, database error...).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// PostgreSQL failed.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// No runtime agent has this entry.
+    #[error("entry {0} does not exist; check the id (see `mesh-memory show`)")]
+    UnknownEntry(EntryId),
+    /// The SQL predicate returned a rule this build does not know: the schema is newer than the
+    /// binary. Upgrade the binary; nothing is treated as eligible meanwhile.
+    #[error("unknown eligibility rule {0:?} from the database; upgrade mesh-memory to match the schema")]
+    UnexpectedRule(String),
+}
+
+/// Who is asking, where: the input of the predicate. The audience is a snapshot taken when the
+/// context was resolved; the delivery recheck compares it with the audience at delivery time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EligibilityContext {
+    /// The runtime agent whose memory is searched.
+    pub agent: AgentId,
+    /// The destination conversation.
+    pub conversation: ConversationId,
+    /// Its current members except the agent's own actor, sorted.
+    pub audience: Vec<ActorId>,
+}
+
+impl EligibilityContext {
+    /// Resolves the destination audience now (`Store::current_audience`). Fails with
+    /// `UnknownReference` if the conversation is not the agent's.
+    pub async fn resolve(
+        store: &Store,
+        agent: AgentId,
+        conversation: ConversationId,
+    ) -> Result<EligibilityContext, PrivacyError> {
+        let audience = store.current_audience(agent, conversation).await?;
+        Ok(EligibilityContext { agent, conversation, audience })
+    }
+
+    /// The audience as raw UUIDs, for binding as `uuid[]`.
+    pub fn audience_uuids(&self) -> Vec<Uuid> {
+        self.audience.iter().map(|a| a.0).collect()
+    }
+}
+
+/// The verdict of the predicate: eligible, or the first rule that rejects the revision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "rule", rename_all = "snake_case")]
+pub enum Rule {
+    /// Every rule holds.
+    Eligible,
+    /// The revision does not exist for this runtime agent.
+    ForeignAgent,
+    /// The entry was forgotten.
+    Forgotten,
+    /// A later revision replaced this one.
+    NotCurrent,
+    /// An explicit restriction (conversation-only) confines it elsewhere.
+    Restriction,
+    /// The revision has no lineage source, so its audience cannot be established.
+    NoLineage,
+    /// A source's audience evidence is unknown (withheld until reviewed or released by a grant).
+    UnknownEvidence {
+        /// The first such source.
+        source_id: SourceId,
+    },
+    /// A source's known audience does not include every destination reader.
+    AudienceNotCovered {
+        /// The first such source.
+        source_id: SourceId,
+    },
+    /// No destination audience was supplied (fails closed).
+    AudienceUnknown,
+}
+
+impl Rule {
+    /// Maps the SQL function's `(rule, source_id)` pair.
+    fn from_sql(rule: &str, source: Option<Uuid>) -> Result<Rule, PrivacyError> {
+        let with_source = |make: fn(SourceId) -> Rule| {
+            source.map(|s| make(SourceId(s))).ok_or_else(|| PrivacyError::UnexpectedRule(rule.to_owned()))
+        };
+        Ok(match rule {
+            "eligible" => Rule::Eligible,
+            "foreign_agent" => Rule::ForeignAgent,
+            "forgotten" => Rule::Forgotten,
+            "not_current" => Rule::NotCurrent,
+            "restriction" => Rule::Restriction,
+            "no_lineage" => Rule::NoLineage,
+            "unknown_evidence" => with_source(|source_id| Rule::UnknownEvidence { source_id })?,
+            "audience_not_covered" => with_source(|source_id| Rule::AudienceNotCovered { source_id })?,
+            "audience_unknown" => Rule::AudienceUnknown,
+            other => return Err(PrivacyError::UnexpectedRule(other.to_owned())),
+        })
+    }
+
+    /// Whether the revision may be used.
+    pub fn is_eligible(&self) -> bool {
+        matches!(self, Rule::Eligible)
+    }
+
+    /// The rule's stable snake_case name (as stored by SQL and shown in diagnostics).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Rule::Eligible => "eligible",
+            Rule::ForeignAgent => "foreign_agent",
+            Rule::Forgotten => "forgotten",
+            Rule::NotCurrent => "not_current",
+            Rule::Restriction => "restriction",
+            Rule::NoLineage => "no_lineage",
+            Rule::UnknownEvidence { .. } => "unknown_evidence",
+            Rule::AudienceNotCovered { .. } => "audience_not_covered",
+            Rule::AudienceUnknown => "audience_unknown",
+        }
+    }
+
+    /// One sentence for operators.
+    pub fn describe(&self) -> String {
+        match self {
+            Rule::Eligible => "eligible: every source's audience covers this conversation (or a live grant does)".into(),
+            Rule::ForeignAgent => "rejected: the memory belongs to another runtime agent".into(),
+            Rule::Forgotten => "rejected: the entry was forgotten".into(),
+            Rule::NotCurrent => "rejected: the revision is no longer the entry's current revision".into(),
+            Rule::Restriction => "rejected: the entry is restricted to another conversation".into(),
+            Rule::NoLineage => "rejected: the revision has no lineage source, so its audience is unknown".into(),
+            Rule::UnknownEvidence { source_id } => format!(
+                "withheld: source {source_id} has unknown audience evidence (needs review or a sharing grant)"
+            ),
+            Rule::AudienceNotCovered { source_id } => format!(
+                "rejected: source {source_id} was not visible to everyone in this conversation, and no live grant covers them"
+            ),
+            Rule::AudienceUnknown => "rejected: the destination audience is unknown".into(),
+        }
+    }
+}
+
+/// The verdict for one revision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// The revision judged.
+    pub revision_id: RevisionId,
+    /// Eligible or the first failing rule.
+    pub rule: Rule,
+}
+
+/// Judges each revision for the context, with the one SQL predicate. Order follows `revisions`.
+pub async fn revision_verdicts(
+    pool: &PgPool,
+    context: &EligibilityContext,
+    revisions: &[RevisionId],
+) -> Result<Vec<Verdict>, PrivacyError> {
+    let ids: Vec<Uuid> = revisions.iter().map(|r| r.0).collect();
+    let rows: Vec<(Uuid, Option<String>, Option<Uuid>)> = sqlx::query_as(
+        "SELECT r.id, (v).rule, (v).source_id
+           FROM unnest($4::uuid[]) WITH ORDINALITY AS r(id, position)
+           CROSS JOIN LATERAL (SELECT memory_eligibility_verdict($1, r.id, $2, $3) AS v) verdict
+          ORDER BY r.position",
+    )
+    .bind(context.agent)
+    .bind(context.conversation)
+    .bind(context.audience_uuids())
+    .bind(ids)
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter()
+        .map(|(id, rule, source)| {
+            let rule = rule.ok_or_else(|| PrivacyError::UnexpectedRule("NULL".into()))?;
+            Ok(Verdict { revision_id: RevisionId(id), rule: Rule::from_sql(&rule, source)? })
+        })
+        .collect()
+}
+
+/// Details of the source named by a rejecting rule.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailingSource {
+    /// The source row.
+    pub source_id: SourceId,
+    /// `message`, `history_message`, `parent_revision` or `retrieved_revision`.
+    pub kind: String,
+    /// How its evidence was established.
+    pub evidence_basis: String,
+    /// Destination readers missing from its known audience (empty for unknown evidence).
+    pub missing_actors: Vec<ActorId>,
+}
+
+/// The answer to "why is (or isn't) this entry eligible in that conversation?".
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryExplanation {
+    /// The entry asked about.
+    pub entry_id: EntryId,
+    /// Its current revision (the one retrieval would use).
+    pub revision_id: RevisionId,
+    /// The context it was judged in.
+    pub context: EligibilityContext,
+    /// The verdict.
+    pub rule: Rule,
+    /// Whether it is eligible.
+    pub eligible: bool,
+    /// The verdict in words.
+    pub explanation: String,
+    /// The source that failed, for the two source rules.
+    pub failing_source: Option<FailingSource>,
+}
+
+/// Explains an entry's eligibility in a conversation. `agent` defaults to the entry's owner; the
+/// conversation must belong to `agent`. A different owner yields `foreign_agent`.
+pub async fn explain_entry(
+    store: &Store,
+    agent: Option<AgentId>,
+    entry: EntryId,
+    conversation: ConversationId,
+) -> Result<EntryExplanation, PrivacyError> {
+    let owner = store.entry_owner(entry).await?.ok_or(PrivacyError::UnknownEntry(entry))?;
+    let agent = agent.unwrap_or(owner);
+    let context = EligibilityContext::resolve(store, agent, conversation).await?;
+    let (revision,): (RevisionId,) = sqlx::query_as("SELECT current_revision_id FROM memory_entries WHERE id = $1")
+        .bind(entry)
+        .fetch_one(store.pool())
+        .await?;
+    let verdict = revision_verdicts(store.pool(), &context, &[revision]).await?.remove(0);
+    let failing_source = match verdict.rule {
+        Rule::UnknownEvidence { source_id } | Rule::AudienceNotCovered { source_id } => {
+            Some(failing_source(store.pool(), &context, source_id).await?)
+        }
+        _ => None,
+    };
+    Ok(EntryExplanation {
+        entry_id: entry,
+        revision_id: revision,
+        eligible: verdict.rule.is_eligible(),
+        explanation: verdict.rule.describe(),
+        rule: verdict.rule,
+        context,
+        failing_source,
+    })
+}
+
+async fn failing_source(
+    pool: &PgPool,
+    context: &EligibilityContext,
+    source: SourceId,
+) -> Result<FailingSource, PrivacyError> {
+    let (kind, evidence, evidence_basis): (String, String, String) =
+        sqlx::query_as("SELECT kind::text, evidence::text, evidence_basis FROM revision_sources WHERE id = $1")
+            .bind(source)
+            .fetch_one(pool)
+            .await?;
+    let missing_actors: Vec<ActorId> = if evidence == "known" {
+        sqlx::query_as::<_, (ActorId,)>(
+            "SELECT d.actor_id FROM unnest($2::uuid[]) AS d(actor_id)
+              WHERE NOT EXISTS (SELECT 1 FROM revision_source_audience a
+                                 WHERE a.source_id = $1 AND a.actor_id = d.actor_id)
+              ORDER BY d.actor_id",
+        )
+        .bind(source)
+        .bind(context.audience_uuids())
+        .fetch_all(pool)
+        .await?
+        .into_iter()
+        .map(|r| r.0)
+        .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(FailingSource { source_id: source, kind, evidence_basis, missing_actors })
+}
+
+/// How the destination audience moved between retrieval and delivery.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AudienceChange {
+    /// Actors who can read the conversation now but could not at retrieval.
+    pub joined: Vec<ActorId>,
+    /// Actors who could read it at retrieval but no longer can.
+    pub left: Vec<ActorId>,
+}
+
+/// A used revision that is no longer eligible at delivery, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaleRevision {
+    /// The revision the reply was built from.
+    pub revision_id: RevisionId,
+    /// The rule that now rejects it (for the current audience).
+    pub rule: Rule,
+}
+
+/// The delivery recheck: whether a reply built from retrieved memory may still be delivered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryRecheck {
+    /// The audience now.
+    pub current_audience: Vec<ActorId>,
+    /// Set when the audience differs from the retrieval-time snapshot.
+    pub audience_change: Option<AudienceChange>,
+    /// Used revisions that are no longer eligible for the current audience (forgotten, amended,
+    /// grant revoked, audience widened...).
+    pub stale_revisions: Vec<StaleRevision>,
+}
+
+impl DeliveryRecheck {
+    /// True when the audience is unchanged and every used revision is still eligible: only then
+    /// may the reply be delivered.
+    pub fn is_clear(&self) -> bool {
+        self.audience_change.is_none() && self.stale_revisions.is_empty()
+    }
+}
+
+/// Rechecks, just before delivery, that the conversation's audience equals the snapshot taken at
+/// retrieval and that every used revision is still eligible (current, live, same predicate) for
+/// the audience as it is now. The caller withholds the reply unless [`DeliveryRecheck::is_clear`].
+pub async fn recheck_delivery(
+    store: &Store,
+    agent: AgentId,
+    conversation: ConversationId,
+    snapshot_audience: &[ActorId],
+    used_revisions: &[RevisionId],
+) -> Result<DeliveryRecheck, PrivacyError> {
+    let context = EligibilityContext::resolve(store, agent, conversation).await?;
+    let before: BTreeSet<ActorId> = snapshot_audience.iter().copied().collect();
+    let now: BTreeSet<ActorId> = context.audience.iter().copied().collect();
+    let audience_change = (before != now).then(|| AudienceChange {
+        joined: now.difference(&before).copied().collect(),
+        left: before.difference(&now).copied().collect(),
+    });
+    let stale_revisions = revision_verdicts(store.pool(), &context, used_revisions)
+        .await?
+        .into_iter()
+        .filter(|v| !v.rule.is_eligible())
+        .map(|v| StaleRevision { revision_id: v.revision_id, rule: v.rule })
+        .collect();
+    Ok(DeliveryRecheck { current_audience: context.audience, audience_change, stale_revisions })
+}

@@ -1,0 +1,365 @@
+//! Sharing requests and revision-scoped grants (tables `sharing_requests`,
+//! `sharing_request_audience`, `sharing_grants`, `sharing_grant_audience`, `operator_actions`).
+//!
+//! The model can only create a *pending* request (tool `request_memory_sharing`, in an
+//! authenticated direct conversation). A grant comes into existence only through the SQL functions
+//! of migration `20261202002100_sharing_roles_and_grants.sql`:
+//! - [`confirm_by_source_actor`]: a connector-authenticated inbound message from the revision's
+//!   source actor, in a direct conversation, after the request;
+//! - [`approve_as_operator`]: an operator's own login role (member of `mesh_operator`) calls a
+//!   SECURITY DEFINER function that records `session_user`.
+//!
+//! The runtime's role (`mesh_runtime`) has no privilege to write grants, so even a compromised
+//! runtime process cannot widen an audience by SQL.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::ids::{ActorId, AgentId, ConversationId, MessageId, RevisionId};
+use crate::store::{Store, StoreError};
+
+/// How long a pending request stays decidable.
+pub const REQUEST_LIFETIME_DAYS: i64 = 7;
+
+/// A sharing request row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, sqlx::Type)]
+#[serde(transparent)]
+#[sqlx(transparent)]
+pub struct SharingRequestId(pub Uuid);
+
+/// A sharing grant row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, sqlx::Type)]
+#[serde(transparent)]
+#[sqlx(transparent)]
+pub struct SharingGrantId(pub Uuid);
+
+impl std::fmt::Display for SharingRequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::fmt::Display for SharingGrantId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::str::FromStr for SharingRequestId {
+    type Err = crate::ids::MalformedId;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Uuid::parse_str(text.trim())
+            .map(Self)
+            .map_err(|_| crate::ids::MalformedId { kind: "sharing request", text: text.chars().take(80).collect() })
+    }
+}
+
+impl std::str::FromStr for SharingGrantId {
+    type Err = crate::ids::MalformedId;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Uuid::parse_str(text.trim())
+            .map(Self)
+            .map_err(|_| crate::ids::MalformedId { kind: "sharing grant", text: text.chars().take(80).collect() })
+    }
+}
+
+/// Why a sharing operation did not happen. Nothing was written.
+#[derive(Debug, thiserror::Error)]
+pub enum SharingError {
+    /// Requests may only be made in a connector-authenticated direct conversation.
+    #[error("sharing can only be requested in an authenticated direct conversation")]
+    NotAuthenticatedDirect,
+    /// The revision is not this agent's, or is no longer current (amended or forgotten).
+    #[error("revision {0} is not a current memory revision of this runtime agent; recall it again")]
+    RevisionNotCurrent(RevisionId),
+    /// No such request.
+    #[error("sharing request {0} does not exist")]
+    UnknownRequest(SharingRequestId),
+    /// No such grant.
+    #[error("sharing grant {0} does not exist")]
+    UnknownGrant(SharingGrantId),
+    /// Already approved, denied or revoked.
+    #[error("already decided: {0}")]
+    AlreadyDecided(String),
+    /// The request's revision was amended or forgotten since; it can no longer be approved.
+    #[error("the revision of this request is no longer current (amended or forgotten); it cannot be approved")]
+    StaleRequest,
+    /// Past its expiry.
+    #[error("the sharing request has expired; ask for a new one")]
+    Expired,
+    /// The confirming message is not an authenticated inbound direct message after the request.
+    #[error("the confirmation is not a connector-authenticated direct message received after the request")]
+    ConfirmationNotAuthenticated,
+    /// The confirming actor is not the revision's source actor.
+    #[error("only the person who supplied this memory can confirm its release")]
+    NotSourceActor,
+    /// A decision needs a reason.
+    #[error("a reason of 1 to 2000 characters is required")]
+    ReasonRequired,
+    /// The database role of this connection may not do this (e.g. the runtime role approving, or
+    /// writing grants directly). Use an operator login role.
+    #[error("this database role is not permitted to do that (an operator login role is required)")]
+    PermissionDenied,
+    /// A store lookup failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// PostgreSQL failed.
+    #[error("database error: {0}")]
+    Database(sqlx::Error),
+}
+
+impl From<sqlx::Error> for SharingError {
+    fn from(error: sqlx::Error) -> Self {
+        let Some(db) = error.as_database_error() else { return SharingError::Database(error) };
+        let message = db.message().to_owned();
+        match db.code().as_deref() {
+            Some("42501") => SharingError::PermissionDenied,
+            Some("MM002") => SharingError::AlreadyDecided(message),
+            Some("MM003") => SharingError::Expired,
+            Some("MM004") => SharingError::StaleRequest,
+            Some("MM005") => SharingError::ConfirmationNotAuthenticated,
+            Some("MM006") => SharingError::NotSourceActor,
+            Some("MM007") => SharingError::ReasonRequired,
+            _ => SharingError::Database(error),
+        }
+    }
+}
+
+fn map_request_error(error: sqlx::Error, request: SharingRequestId) -> SharingError {
+    match error.as_database_error().and_then(|d| d.code()).as_deref() {
+        Some("MM001") => SharingError::UnknownRequest(request),
+        _ => SharingError::from(error),
+    }
+}
+
+/// Input of [`create_request`]. The requester and the conversation come from the turn's
+/// authenticated inbound message, never from a model argument.
+#[derive(Clone, Debug)]
+pub struct NewSharingRequest {
+    /// Runtime agent.
+    pub agent: AgentId,
+    /// The authenticated inbound message the request is made under (its sender is the requester,
+    /// its conversation must be direct).
+    pub via_message: MessageId,
+    /// The one revision to release.
+    pub revision: RevisionId,
+    /// The conversation whose current members would receive it.
+    pub target_conversation: ConversationId,
+    /// Why.
+    pub rationale: String,
+}
+
+/// Creates a pending request (and its proposed audience, the target conversation's current
+/// members) in one transaction. Never creates a grant.
+pub async fn create_request(store: &Store, new: NewSharingRequest) -> Result<SharingRequestId, SharingError> {
+    let rationale = new.rationale.trim();
+    if rationale.is_empty() || rationale.chars().count() > 2000 {
+        return Err(SharingError::ReasonRequired);
+    }
+    let origin: Option<(ActorId, ConversationId)> = sqlx::query_as(
+        "SELECT m.sender_actor_id, m.conversation_id
+           FROM messages m
+           JOIN conversations c ON c.id = m.conversation_id
+           JOIN connector_identities ci ON ci.id = m.sender_identity_id AND ci.actor_id = m.sender_actor_id
+          WHERE m.id = $1 AND m.runtime_agent_id = $2 AND m.direction = 'inbound' AND c.topology = 'direct'",
+    )
+    .bind(new.via_message)
+    .bind(new.agent)
+    .fetch_optional(store.pool())
+    .await?;
+    let Some((requester, requested_in)) = origin else { return Err(SharingError::NotAuthenticatedDirect) };
+    let audience = store.current_audience(new.agent, new.target_conversation).await?;
+    let id = SharingRequestId(Uuid::now_v7());
+    let mut tx = store.pool().begin().await?;
+    let current: Option<(i32,)> = sqlx::query_as(
+        "SELECT 1 FROM memory_entries WHERE current_revision_id = $1 AND runtime_agent_id = $2 AND state = 'live'",
+    )
+    .bind(new.revision)
+    .bind(new.agent)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if current.is_none() {
+        return Err(SharingError::RevisionNotCurrent(new.revision));
+    }
+    let now = Utc::now();
+    sqlx::query(
+        "INSERT INTO sharing_requests (id, runtime_agent_id, revision_id, requested_in_conversation_id,
+                                       requested_by_actor_id, target_conversation_id, rationale, created_at, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(id)
+    .bind(new.agent)
+    .bind(new.revision)
+    .bind(requested_in)
+    .bind(requester)
+    .bind(new.target_conversation)
+    .bind(rationale)
+    .bind(now)
+    .bind(now + Duration::days(REQUEST_LIFETIME_DAYS))
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("INSERT INTO sharing_request_audience (request_id, actor_id) SELECT $1, unnest($2::uuid[])")
+        .bind(id)
+        .bind(audience.iter().map(|a| a.0).collect::<Vec<Uuid>>())
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(id)
+}
+
+/// A pending request as the console shows it for review (operator trust boundary: includes the
+/// revision body, so the reviewer sees exactly what would be released).
+#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
+pub struct PendingSharingRequest {
+    /// Request id.
+    pub id: SharingRequestId,
+    /// Runtime agent.
+    pub runtime_agent_id: AgentId,
+    /// The revision to release.
+    pub revision_id: RevisionId,
+    /// Its body.
+    pub body: String,
+    /// Its source actor (the one person who may confirm).
+    pub source_actor_id: Option<ActorId>,
+    /// Whether the revision is still current (otherwise it cannot be approved).
+    pub revision_is_current: bool,
+    /// Where it was requested.
+    pub requested_in_conversation_id: ConversationId,
+    /// Who was speaking when it was requested.
+    pub requested_by_actor_id: ActorId,
+    /// Where it would be released.
+    pub target_conversation_id: Option<ConversationId>,
+    /// Proposed audience.
+    pub audience: Vec<ActorId>,
+    /// The model's rationale.
+    pub rationale: String,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+    /// Expires.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Pending, unexpired requests, oldest first; all agents when `agent` is `None`.
+pub async fn list_pending(pool: &PgPool, agent: Option<AgentId>) -> Result<Vec<PendingSharingRequest>, SharingError> {
+    Ok(sqlx::query_as(
+        "SELECT q.id, q.runtime_agent_id, q.revision_id, r.body, r.source_actor_id,
+                EXISTS (SELECT 1 FROM memory_entries e WHERE e.current_revision_id = r.id AND e.state = 'live')
+                    AS revision_is_current,
+                q.requested_in_conversation_id, q.requested_by_actor_id, q.target_conversation_id,
+                coalesce((SELECT array_agg(a.actor_id ORDER BY a.actor_id) FROM sharing_request_audience a
+                           WHERE a.request_id = q.id), '{}') AS audience,
+                q.rationale, q.created_at, q.expires_at
+           FROM sharing_requests q
+           JOIN memory_entry_revisions r ON r.id = q.revision_id
+          WHERE q.state = 'pending' AND q.expires_at > now() AND ($1::uuid IS NULL OR q.runtime_agent_id = $1)
+          ORDER BY q.created_at, q.id",
+    )
+    .bind(agent)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// A connector-authenticated confirmation by the revision's source actor: `message` must be an
+/// inbound, identity-authenticated message from that actor in a direct conversation, recorded
+/// after the request. Runs as the runtime role (the SQL function is SECURITY DEFINER).
+pub async fn confirm_by_source_actor(
+    pool: &PgPool,
+    request: SharingRequestId,
+    message: MessageId,
+) -> Result<SharingGrantId, SharingError> {
+    sqlx::query_scalar("SELECT mesh_confirm_sharing_by_source_actor($1, $2)")
+        .bind(request)
+        .bind(message)
+        .fetch_one(pool)
+        .await
+        .map(SharingGrantId)
+        .map_err(|e| map_request_error(e, request))
+}
+
+/// An operator's approval. `operator_pool` must be connected as the operator's own login role
+/// (a member of `mesh_operator`); that role name is recorded on the grant and in
+/// `operator_actions`. A request whose revision is no longer current is refused.
+pub async fn approve_as_operator(
+    operator_pool: &PgPool,
+    request: SharingRequestId,
+    reason: &str,
+) -> Result<SharingGrantId, SharingError> {
+    sqlx::query_scalar("SELECT mesh_operator_approve_sharing($1, $2)")
+        .bind(request)
+        .bind(reason)
+        .fetch_one(operator_pool)
+        .await
+        .map(SharingGrantId)
+        .map_err(|e| map_request_error(e, request))
+}
+
+/// An operator's denial (recorded with `session_user`).
+pub async fn deny_as_operator(
+    operator_pool: &PgPool,
+    request: SharingRequestId,
+    reason: &str,
+) -> Result<(), SharingError> {
+    sqlx::query("SELECT mesh_operator_deny_sharing($1, $2)")
+        .bind(request)
+        .bind(reason)
+        .execute(operator_pool)
+        .await
+        .map(|_| ())
+        .map_err(|e| map_request_error(e, request))
+}
+
+/// An operator's revocation of a live grant (recorded with `session_user`). Replies that used
+/// the revision under this grant and are not yet delivered are withheld by the delivery recheck.
+pub async fn revoke_grant(operator_pool: &PgPool, grant: SharingGrantId, reason: &str) -> Result<(), SharingError> {
+    sqlx::query("SELECT mesh_operator_revoke_grant($1, $2)")
+        .bind(grant)
+        .bind(reason)
+        .execute(operator_pool)
+        .await
+        .map(|_| ())
+        .map_err(|e| match e.as_database_error().and_then(|d| d.code()).as_deref() {
+            Some("MM008") => SharingError::UnknownGrant(grant),
+            _ => SharingError::from(e),
+        })
+}
+
+/// A grant as listings show it.
+#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
+pub struct GrantView {
+    /// Grant id.
+    pub id: SharingGrantId,
+    /// The released revision.
+    pub revision_id: RevisionId,
+    /// The request it answered.
+    pub request_id: Option<SharingRequestId>,
+    /// `source_actor_confirmation` or `operator_approval`.
+    pub authority: String,
+    /// The confirming source actor.
+    pub confirmed_by_actor_id: Option<ActorId>,
+    /// The approving operator's role name.
+    pub approved_by_role: Option<String>,
+    /// Audience released to.
+    pub audience: Vec<ActorId>,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+    /// Revoked, if so.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// Every grant (live and revoked) of one runtime agent, newest first.
+pub async fn list_grants(pool: &PgPool, agent: AgentId) -> Result<Vec<GrantView>, SharingError> {
+    Ok(sqlx::query_as(
+        "SELECT g.id, g.revision_id, g.request_id, g.authority::text AS authority, g.confirmed_by_actor_id,
+                g.approved_by_role,
+                coalesce((SELECT array_agg(a.actor_id ORDER BY a.actor_id) FROM sharing_grant_audience a
+                           WHERE a.grant_id = g.id), '{}') AS audience,
+                g.created_at, g.revoked_at
+           FROM sharing_grants g WHERE g.runtime_agent_id = $1
+          ORDER BY g.created_at DESC, g.id",
+    )
+    .bind(agent)
+    .fetch_all(pool)
+    .await?)
+}

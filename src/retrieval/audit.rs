@@ -1,0 +1,248 @@
+//! The retrieval audit: exactly one `memory_retrieval_events` row per search, and the explain
+//! API that reads it back. The row holds a keyed digest of the query (or none), never its text;
+//! selections are stored as ids, scores, components and reasons, never bodies; withheld matches
+//! as categories and counts only.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::types::Json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::packing::SkippedEntry;
+use super::{Components, RetrievalError, RetrievalMode, Selection};
+use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RetrievalEventId, RevisionId};
+
+/// Why a search returned less than it might have. Declared in precedence order: the first
+/// category of a search (by this order) is its `degradation_category`. A semantic failure
+/// precedes `eligibility_withheld_unknown` (the spec: "an earlier semantic failure category
+/// retains precedence").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DegradationCategory {
+    /// No vector index: semantic candidates missing, lexical still ran.
+    SemanticUnavailable,
+    /// Semantic work passed its deadline.
+    SemanticTimeout,
+    /// The vector index is being rebuilt.
+    SemanticRebuilding,
+    /// The eligible set exceeded the semantic cap.
+    SemanticOversized,
+    /// The semantic provider failed.
+    SemanticFailed,
+    /// Full-text matches were withheld because a source's audience evidence is unknown.
+    EligibilityWithheldUnknown,
+    /// The query had no searchable term; it was ranked like an empty query.
+    QueryWithoutTerms,
+}
+
+impl DegradationCategory {
+    /// The stored name.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::SemanticUnavailable => "semantic_unavailable",
+            Self::SemanticTimeout => "semantic_timeout",
+            Self::SemanticRebuilding => "semantic_rebuilding",
+            Self::SemanticOversized => "semantic_oversized",
+            Self::SemanticFailed => "semantic_failed",
+            Self::EligibilityWithheldUnknown => "eligibility_withheld_unknown",
+            Self::QueryWithoutTerms => "query_without_terms",
+        }
+    }
+}
+
+/// A selection as the audit stores it: ids, score, components and reason (no body, no labels).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredSelection {
+    /// The entry.
+    pub entry_id: EntryId,
+    /// The revision used.
+    pub revision_id: RevisionId,
+    /// Its number.
+    pub revision_number: i32,
+    /// Final score.
+    pub score: f64,
+    /// Score components.
+    pub components: Components,
+    /// Why it was chosen.
+    pub reason: String,
+    /// Its cost in upper-bound tokens.
+    pub cost_tokens: u32,
+}
+
+impl From<&Selection> for StoredSelection {
+    fn from(s: &Selection) -> Self {
+        StoredSelection {
+            entry_id: s.entry_id,
+            revision_id: s.revision_id,
+            revision_number: s.revision_number,
+            score: s.score,
+            components: s.components.clone(),
+            reason: s.reason.clone(),
+            cost_tokens: s.cost_tokens,
+        }
+    }
+}
+
+/// Everything one audit row records.
+pub(crate) struct NewEvent<'a> {
+    pub id: RetrievalEventId,
+    pub agent: AgentId,
+    pub conversation: ConversationId,
+    pub current_actor: Option<ActorId>,
+    pub mode: RetrievalMode,
+    pub query_digest: Option<Vec<u8>>,
+    pub query_was_empty: bool,
+    pub audience: &'a [ActorId],
+    pub selections: &'a [Selection],
+    pub skipped: &'a [SkippedEntry],
+    pub withheld: &'a BTreeMap<String, i64>,
+    pub candidate_count: usize,
+    pub cost_tokens: u32,
+    pub token_budget: u32,
+    pub count_budget: u32,
+    pub elapsed_micros: i64,
+    pub categories: &'a [DegradationCategory],
+}
+
+/// Inserts the one audit row of a search.
+pub(crate) async fn record(pool: &PgPool, event: NewEvent<'_>) -> Result<(), RetrievalError> {
+    let stored: Vec<StoredSelection> = event.selections.iter().map(StoredSelection::from).collect();
+    let revisions: Vec<Uuid> = event.selections.iter().map(|s| s.revision_id.0).collect();
+    let audience: Vec<Uuid> = event.audience.iter().map(|a| a.0).collect();
+    let categories: Vec<&str> = event.categories.iter().map(|c| c.as_str()).collect();
+    let to_i32 = |n: u64| i32::try_from(n).unwrap_or(i32::MAX);
+    sqlx::query(
+        "INSERT INTO memory_retrieval_events
+             (id, runtime_agent_id, conversation_id, current_actor_id, mode, query_digest, query_was_empty,
+              destination_audience, selected_revision_ids, components, skipped_oversized, withheld,
+              candidate_count, cost_tokens, token_budget, count_budget, elapsed_micros,
+              degradation_category, degradation_categories)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
+    )
+    .bind(event.id)
+    .bind(event.agent)
+    .bind(event.conversation)
+    .bind(event.current_actor)
+    .bind(event.mode)
+    .bind(event.query_digest)
+    .bind(event.query_was_empty)
+    .bind(audience)
+    .bind(revisions)
+    .bind(Json(&stored))
+    .bind(Json(event.skipped))
+    .bind(Json(event.withheld))
+    .bind(to_i32(event.candidate_count as u64))
+    .bind(to_i32(u64::from(event.cost_tokens)))
+    .bind(to_i32(u64::from(event.token_budget)))
+    .bind(to_i32(u64::from(event.count_budget)))
+    .bind(event.elapsed_micros)
+    .bind(categories.first().copied())
+    .bind(&categories)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// An audited search as the console shows it: why each memory was selected, from durable state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventExplanation {
+    /// The event.
+    pub event_id: RetrievalEventId,
+    /// Runtime agent.
+    pub agent: AgentId,
+    /// Destination conversation.
+    pub conversation: ConversationId,
+    /// Current actor of the turn.
+    pub current_actor: Option<ActorId>,
+    /// Prompt or recall.
+    pub mode: RetrievalMode,
+    /// Whether a keyed query digest was recorded (the digest itself is not shown).
+    pub has_query_digest: bool,
+    /// Whether the query was empty.
+    pub query_was_empty: bool,
+    /// Audience snapshot.
+    pub destination_audience: Vec<ActorId>,
+    /// Selections with components, in rank order.
+    pub selections: Vec<StoredSelection>,
+    /// Entries skipped by packing.
+    pub skipped: Vec<SkippedEntry>,
+    /// Withheld full-text matches by rule (counts only).
+    pub withheld: BTreeMap<String, i64>,
+    /// Candidates after the union.
+    pub candidate_count: i32,
+    /// Cost of the selection.
+    pub cost_tokens: i32,
+    /// Token allowance.
+    pub token_budget: i32,
+    /// Count allowance.
+    pub count_budget: i32,
+    /// Duration of the search.
+    pub elapsed_micros: i64,
+    /// First degradation category by precedence.
+    pub degradation_category: Option<String>,
+    /// All degradation categories.
+    pub degradation_categories: Vec<String>,
+    /// When it happened.
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(sqlx::FromRow)]
+struct EventRow {
+    id: RetrievalEventId,
+    runtime_agent_id: AgentId,
+    conversation_id: ConversationId,
+    current_actor_id: Option<ActorId>,
+    mode: RetrievalMode,
+    has_query_digest: bool,
+    query_was_empty: bool,
+    destination_audience: Vec<Uuid>,
+    components: Json<Vec<StoredSelection>>,
+    skipped_oversized: Json<Vec<SkippedEntry>>,
+    withheld: Json<BTreeMap<String, i64>>,
+    candidate_count: i32,
+    cost_tokens: i32,
+    token_budget: i32,
+    count_budget: i32,
+    elapsed_micros: i64,
+    degradation_category: Option<String>,
+    degradation_categories: Vec<String>,
+    created_at: DateTime<Utc>,
+}
+
+/// Reads an audited search back, or `None` if there is no such event.
+pub async fn explain_event(pool: &PgPool, event: RetrievalEventId) -> Result<Option<EventExplanation>, RetrievalError> {
+    let row: Option<EventRow> = sqlx::query_as(
+        "SELECT id, runtime_agent_id, conversation_id, current_actor_id, mode, query_digest IS NOT NULL AS has_query_digest,
+                query_was_empty, destination_audience, components, skipped_oversized, withheld, candidate_count,
+                cost_tokens, token_budget, count_budget, elapsed_micros, degradation_category,
+                degradation_categories, created_at
+           FROM memory_retrieval_events WHERE id = $1",
+    )
+    .bind(event)
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| EventExplanation {
+        event_id: r.id,
+        agent: r.runtime_agent_id,
+        conversation: r.conversation_id,
+        current_actor: r.current_actor_id,
+        mode: r.mode,
+        has_query_digest: r.has_query_digest,
+        query_was_empty: r.query_was_empty,
+        destination_audience: r.destination_audience.into_iter().map(ActorId).collect(),
+        selections: r.components.0,
+        skipped: r.skipped_oversized.0,
+        withheld: r.withheld.0,
+        candidate_count: r.candidate_count,
+        cost_tokens: r.cost_tokens,
+        token_budget: r.token_budget,
+        count_budget: r.count_budget,
+        elapsed_micros: r.elapsed_micros,
+        degradation_category: r.degradation_category,
+        degradation_categories: r.degradation_categories,
+        created_at: r.created_at,
+    }))
+}

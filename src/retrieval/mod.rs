@@ -1,0 +1,519 @@
+//! The one retrieval service: automatic prompt assembly and the recall tool both call
+//! [`Retriever::search`] (or [`search`]); they may differ in budgets and query text, never in
+//! eligibility or ranking.
+//!
+//! Pipeline of a search, each step in its own module:
+//! 1. resolve the destination audience ([`crate::privacy::EligibilityContext`]);
+//! 2. candidates ([`candidates`]): subject, conversation, lexical, semantic ([`semantic`]) and
+//!    always-on, each one SQL statement with the eligibility predicate inside, at most
+//!    `per_source_limit` each, union deduplicated by (entry, revision);
+//! 3. fusion ([`fusion`]): reciprocal-rank fusion of lexical and semantic ranks plus subject,
+//!    conversation, recency and always-on components; a non-empty query requires lexical or
+//!    semantic relevance (always-on entries excepted);
+//! 4. rendering ([`render`]) with current identity labels and visibility-safe provenance;
+//! 5. packing ([`packing`]) of whole entries into the count and token allowances;
+//! 6. exactly one audit row ([`audit`]) with a keyed query digest, never the query text.
+
+pub mod audit;
+mod candidates;
+pub mod config;
+mod fusion;
+pub mod packing;
+pub mod render;
+pub mod semantic;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+pub use audit::{explain_event, DegradationCategory, EventExplanation, StoredSelection};
+pub use candidates::CandidateSource;
+pub use config::{DigestKey, RetrievalConfig, WeakMasterKey, DEFAULT_MAX_COUNT, DEFAULT_TOKEN_BUDGET};
+pub use fusion::{Components, RankContribution};
+pub use packing::{SkipReason, SkippedEntry};
+pub use semantic::{
+    SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest, UnavailableSemanticIndex,
+};
+
+use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RetrievalEventId, RevisionId};
+use crate::privacy::{EligibilityContext, PrivacyError};
+use crate::store::{Store, StoreError};
+use candidates::{Candidate, CandidateRow, CandidateSet};
+use fusion::ScoringContext;
+
+/// The longest query accepted, in characters (a prompt-mode query is the current message).
+pub const MAX_QUERY_CHARS: usize = 8000;
+
+/// The largest count budget accepted.
+pub const MAX_COUNT_BUDGET: u32 = 200;
+
+/// The largest token budget accepted (far beyond any model window; guards against typos).
+pub const MAX_TOKEN_BUDGET: u32 = 1_000_000;
+
+/// Who asked: automatic prompt assembly or the agent's recall tool (the `retrieval_mode` enum).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[sqlx(type_name = "retrieval_mode", rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
+pub enum RetrievalMode {
+    /// Automatic context assembly for a turn.
+    Prompt,
+    /// The agent-facing recall tool.
+    Recall,
+}
+
+/// One search request.
+#[derive(Clone, Debug)]
+pub struct SearchRequest {
+    /// The runtime agent whose memory is searched.
+    pub agent: AgentId,
+    /// The destination conversation (its current audience decides eligibility).
+    pub conversation: ConversationId,
+    /// The current speaker, for the subject boost (never an authorization input).
+    pub current_actor: Option<ActorId>,
+    /// Query text; empty ranks by subject, conversation and recency.
+    pub query: String,
+    /// At most this many memories (default 8).
+    pub max_count: u32,
+    /// Memory allowance in upper-bound tokens (default 4096).
+    pub token_budget: u32,
+    /// Prompt or recall.
+    pub mode: RetrievalMode,
+}
+
+impl SearchRequest {
+    /// A request with the default budgets.
+    pub fn new(
+        agent: AgentId,
+        conversation: ConversationId,
+        current_actor: Option<ActorId>,
+        query: impl Into<String>,
+        mode: RetrievalMode,
+    ) -> Self {
+        SearchRequest {
+            agent,
+            conversation,
+            current_actor,
+            query: query.into(),
+            max_count: DEFAULT_MAX_COUNT,
+            token_budget: DEFAULT_TOKEN_BUDGET,
+            mode,
+        }
+    }
+}
+
+/// An actor as rendered: stable id plus its current label (`Victor (id U123)`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActorRef {
+    /// Stable id.
+    pub id: ActorId,
+    /// Current label.
+    pub label: String,
+}
+
+/// Where a memory was learned, as far as the destination audience may be told. A conversation's
+/// title is shown only for the current conversation or one whose current members include every
+/// destination reader; otherwise only "another conversation".
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Provenance {
+    /// Learned in the destination conversation.
+    ThisConversation,
+    /// Learned in a conversation everyone here can read.
+    SharedConversation {
+        /// Its id.
+        conversation_id: ConversationId,
+        /// Its title.
+        title: String,
+    },
+    /// Learned somewhere this audience may not be told about.
+    OtherConversation,
+    /// No origin conversation was recorded.
+    Unrecorded,
+}
+
+/// One selected memory with everything needed to render, explain and later amend or forget it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Selection {
+    /// Stable entry id (what amend and forget target).
+    pub entry_id: EntryId,
+    /// The current revision used.
+    pub revision_id: RevisionId,
+    /// Its number.
+    pub revision_number: i32,
+    /// The memory text, from the live canonical row.
+    pub body: String,
+    /// Who it is about (`None`: not resolved).
+    pub subject: Option<ActorRef>,
+    /// Who supplied it (`None`: the system).
+    pub source: Option<ActorRef>,
+    /// Visibility-safe provenance.
+    pub provenance: Provenance,
+    /// When the revision was written.
+    pub recorded_at: DateTime<Utc>,
+    /// Always-on flag.
+    pub always_on: bool,
+    /// Final score (sum of the components).
+    pub score: f64,
+    /// Score components.
+    pub components: Components,
+    /// Why it was chosen, in words.
+    pub reason: String,
+    /// Its packing cost in upper-bound tokens.
+    pub cost_tokens: u32,
+}
+
+/// The result of one search.
+#[derive(Clone, Debug, Serialize)]
+pub struct SearchOutcome {
+    /// The audit row written for this search.
+    pub event_id: RetrievalEventId,
+    /// Agent, conversation and the audience snapshot (for the delivery recheck).
+    pub context: EligibilityContext,
+    /// Prompt or recall.
+    pub mode: RetrievalMode,
+    /// Selected memories, best first.
+    pub selections: Vec<Selection>,
+    /// Entries skipped by packing (ids and cost only).
+    pub skipped: Vec<SkippedEntry>,
+    /// Full-text matches withheld by eligibility, by rule: counts only, for operators.
+    pub withheld: BTreeMap<String, i64>,
+    /// Degradation categories in precedence order.
+    pub degradation_categories: Vec<DegradationCategory>,
+    /// Distinct eligible candidates before relevance filtering and packing.
+    pub candidate_count: usize,
+    /// Total cost of the selections.
+    pub cost_tokens: u32,
+    /// The token allowance used.
+    pub token_budget: u32,
+    /// The count allowance used.
+    pub count_budget: u32,
+}
+
+impl SearchOutcome {
+    /// The prompt section for automatic context assembly.
+    pub fn prompt_section(&self) -> String {
+        render::prompt_section(&self.selections)
+    }
+
+    /// The recall tool's JSON result (selected memories only).
+    pub fn recall_json(&self) -> serde_json::Value {
+        render::recall_json(&self.selections)
+    }
+
+    /// The revisions the turn used, for lineage of later writes and the delivery recheck.
+    pub fn used_revisions(&self) -> Vec<RevisionId> {
+        self.selections.iter().map(|s| s.revision_id).collect()
+    }
+
+    /// The first degradation category by precedence, as the audit row records it.
+    pub fn degradation_category(&self) -> Option<DegradationCategory> {
+        self.degradation_categories.first().copied()
+    }
+}
+
+/// Why a search failed. A failed search writes no audit row and returns no memory.
+#[derive(Debug, thiserror::Error)]
+pub enum RetrievalError {
+    /// The request breaks a documented limit.
+    #[error("invalid retrieval request: {field} {reason}")]
+    InvalidRequest {
+        /// The offending field.
+        field: &'static str,
+        /// What rule it breaks.
+        reason: String,
+    },
+    /// A store lookup failed (e.g. the conversation is not this agent's).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The eligibility context could not be resolved.
+    #[error(transparent)]
+    Privacy(#[from] PrivacyError),
+    /// PostgreSQL failed.
+    #[error("database error during retrieval: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> RetrievalError {
+    RetrievalError::InvalidRequest { field, reason: reason.into() }
+}
+
+fn validate(request: &SearchRequest) -> Result<(), RetrievalError> {
+    if request.query.chars().count() > MAX_QUERY_CHARS {
+        return Err(invalid("query", format!("is longer than {MAX_QUERY_CHARS} characters")));
+    }
+    if request.query.contains('\0') {
+        return Err(invalid("query", "must not contain NUL characters"));
+    }
+    if request.max_count > MAX_COUNT_BUDGET {
+        return Err(invalid("max_count", format!("must be at most {MAX_COUNT_BUDGET}")));
+    }
+    if request.token_budget > MAX_TOKEN_BUDGET {
+        return Err(invalid("token_budget", format!("must be at most {MAX_TOKEN_BUDGET}")));
+    }
+    Ok(())
+}
+
+/// The retrieval service: store, weights and the semantic index.
+#[derive(Clone)]
+pub struct Retriever {
+    store: Store,
+    config: RetrievalConfig,
+    semantic: Arc<dyn SemanticIndex>,
+}
+
+impl std::fmt::Debug for Retriever {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Retriever").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+/// Candidates gathered from every source, with what the gathering learned.
+struct Gathered {
+    set: CandidateSet,
+    relevance_required: bool,
+    withheld: BTreeMap<String, i64>,
+    categories: Vec<DegradationCategory>,
+}
+
+impl Retriever {
+    /// A service without a vector index (semantic candidates report unavailable).
+    pub fn new(store: Store, config: RetrievalConfig) -> Self {
+        Retriever { store, config, semantic: Arc::new(UnavailableSemanticIndex) }
+    }
+
+    /// Uses `index` for semantic candidates.
+    pub fn with_semantic_index(mut self, index: Arc<dyn SemanticIndex>) -> Self {
+        self.semantic = index;
+        self
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &RetrievalConfig {
+        &self.config
+    }
+
+    /// Searches, packs, renders and audits. Writes exactly one `memory_retrieval_events` row.
+    pub async fn search(&self, request: &SearchRequest) -> Result<SearchOutcome, RetrievalError> {
+        let started = Instant::now();
+        validate(request)?;
+        let context = EligibilityContext::resolve(&self.store, request.agent, request.conversation).await?;
+        let gathered = self.gather(request, &context).await?;
+        let candidate_count = gathered.set.len();
+        let turn = ScoringContext {
+            current_actor: request.current_actor,
+            conversation: request.conversation,
+            now: Utc::now(),
+        };
+        let ranked = self.rank(gathered.set.into_candidates(), &turn, gathered.relevance_required);
+        let selections = self.decorate(ranked, &context).await?;
+        let packed = packing::pack(selections, request.max_count, request.token_budget);
+        let event_id = RetrievalEventId::generate();
+        audit::record(
+            self.store.pool(),
+            audit::NewEvent {
+                id: event_id,
+                agent: request.agent,
+                conversation: request.conversation,
+                current_actor: request.current_actor,
+                mode: request.mode,
+                query_digest: self.config.digest_key.as_ref().map(|k| k.digest(&request.query)),
+                query_was_empty: request.query.trim().is_empty(),
+                audience: &context.audience,
+                selections: &packed.selected,
+                skipped: &packed.skipped,
+                withheld: &gathered.withheld,
+                candidate_count,
+                cost_tokens: packed.cost_tokens,
+                token_budget: request.token_budget,
+                count_budget: request.max_count,
+                elapsed_micros: i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX),
+                categories: &gathered.categories,
+            },
+        )
+        .await?;
+        Ok(SearchOutcome {
+            event_id,
+            context,
+            mode: request.mode,
+            selections: packed.selected,
+            skipped: packed.skipped,
+            withheld: gathered.withheld,
+            degradation_categories: gathered.categories,
+            candidate_count,
+            cost_tokens: packed.cost_tokens,
+            token_budget: request.token_budget,
+            count_budget: request.max_count,
+        })
+    }
+
+    /// Runs every candidate source (eligibility inside each SQL statement).
+    async fn gather(&self, request: &SearchRequest, ctx: &EligibilityContext) -> Result<Gathered, RetrievalError> {
+        let pool = self.store.pool();
+        let limit = self.config.per_source_limit;
+        let query = request.query.trim();
+        let mut set = CandidateSet::default();
+        let mut categories = Vec::new();
+        let mut withheld = BTreeMap::new();
+
+        let has_terms = !query.is_empty() && candidates::has_lexical_terms(pool, query).await?;
+        if has_terms {
+            set.add(CandidateSource::Lexical, candidates::lexical(pool, ctx, query, limit).await?);
+            withheld = candidates::withheld_lexical(pool, ctx, query).await?;
+            if withheld.get("unknown_evidence").is_some_and(|n| *n > 0) {
+                categories.push(DegradationCategory::EligibilityWithheldUnknown);
+            }
+        }
+        let mut semantic_ok = false;
+        if !query.is_empty() {
+            match self.semantic_candidates(ctx, query).await? {
+                Ok(rows) => {
+                    semantic_ok = true;
+                    set.add(CandidateSource::Semantic, rows);
+                }
+                Err(category) => categories.push(category),
+            }
+        }
+        if let Some(actor) = request.current_actor {
+            set.add(CandidateSource::Subject, candidates::subject(pool, ctx, actor, limit).await?);
+        }
+        set.add(CandidateSource::Conversation, candidates::conversation(pool, ctx, limit).await?);
+        set.add(CandidateSource::AlwaysOn, candidates::always_on(pool, ctx, limit).await?);
+
+        let relevance_required = has_terms || semantic_ok;
+        if !query.is_empty() && !relevance_required {
+            categories.push(DegradationCategory::QueryWithoutTerms);
+        }
+        categories.sort();
+        categories.dedup();
+        Ok(Gathered { set, relevance_required, withheld, categories })
+    }
+
+    /// Semantic hits under the deadline, capped and deduplicated, then hydrated and revalidated
+    /// with the eligibility predicate. The inner `Err` is a degradation, not a failure.
+    async fn semantic_candidates(
+        &self,
+        ctx: &EligibilityContext,
+        query: &str,
+    ) -> Result<Result<Vec<CandidateRow>, DegradationCategory>, RetrievalError> {
+        let limit = self.config.per_source_limit as usize;
+        let request = semantic::SemanticRequest { pool: self.store.pool(), eligibility: ctx, query, limit };
+        let hits = match tokio::time::timeout(self.config.semantic_deadline, self.semantic.search(request)).await {
+            Err(_) => return Ok(Err(DegradationCategory::SemanticTimeout)),
+            Ok(Err(failure)) => return Ok(Err(semantic_category(failure))),
+            Ok(Ok(hits)) => hits,
+        };
+        let mut seen = std::collections::HashSet::new();
+        let distinct: Vec<RevisionId> =
+            hits.iter().map(|h| h.revision_id).filter(|r| seen.insert(*r)).take(limit).collect();
+        Ok(Ok(candidates::hydrate_semantic(self.store.pool(), ctx, &distinct).await?))
+    }
+
+    /// Scores every candidate and orders them best first; drops irrelevant ones when relevance
+    /// is required (always-on entries stay).
+    fn rank(
+        &self,
+        candidates: Vec<Candidate>,
+        turn: &ScoringContext,
+        relevance_required: bool,
+    ) -> Vec<(Candidate, Components)> {
+        let mut scored: Vec<(Candidate, Components)> = candidates
+            .into_iter()
+            .map(|c| {
+                let components = fusion::components(&c, turn, &self.config);
+                (c, components)
+            })
+            .filter(|(c, components)| !relevance_required || components.is_relevant() || c.row.always_on)
+            .collect();
+        scored.sort_by(|(a, ca), (b, cb)| {
+            cb.total()
+                .total_cmp(&ca.total())
+                .then(b.row.created_at.cmp(&a.row.created_at))
+                .then(a.row.revision_id.cmp(&b.row.revision_id))
+        });
+        scored
+    }
+
+    /// Renders labels and provenance from current rows and computes each entry's cost.
+    async fn decorate(
+        &self,
+        ranked: Vec<(Candidate, Components)>,
+        ctx: &EligibilityContext,
+    ) -> Result<Vec<Selection>, RetrievalError> {
+        let mut actors: Vec<ActorId> =
+            ranked.iter().flat_map(|(c, _)| [c.row.subject_actor_id, c.row.source_actor_id]).flatten().collect();
+        actors.sort();
+        actors.dedup();
+        let labels: HashMap<ActorId, String> =
+            self.store.actor_summaries(&actors).await?.into_iter().map(|a| (a.id, a.label())).collect();
+        let actor_ref =
+            |id: ActorId| ActorRef { id, label: labels.get(&id).cloned().unwrap_or_else(|| format!("actor {id}")) };
+        let mut places: HashMap<ConversationId, Provenance> = HashMap::new();
+        let mut selections = Vec::with_capacity(ranked.len());
+        for (candidate, components) in ranked {
+            let row = candidate.row;
+            let provenance = match row.origin_conversation_id {
+                None => Provenance::Unrecorded,
+                Some(origin) => match places.get(&origin) {
+                    Some(place) => place.clone(),
+                    None => {
+                        let place = self.provenance(ctx, origin).await?;
+                        places.insert(origin, place.clone());
+                        place
+                    }
+                },
+            };
+            let mut selection = Selection {
+                entry_id: row.entry_id,
+                revision_id: row.revision_id,
+                revision_number: row.revision_number,
+                body: row.body,
+                subject: row.subject_actor_id.map(actor_ref),
+                source: row.source_actor_id.map(actor_ref),
+                provenance,
+                recorded_at: row.created_at,
+                always_on: row.always_on,
+                score: components.total(),
+                reason: components.reason(),
+                components,
+                cost_tokens: 0,
+            };
+            selection.cost_tokens = packing::entry_cost(&selection, self.config.attribution_overhead_tokens);
+            selections.push(selection);
+        }
+        Ok(selections)
+    }
+
+    /// Names the origin conversation only where every destination reader can read it now.
+    async fn provenance(&self, ctx: &EligibilityContext, origin: ConversationId) -> Result<Provenance, StoreError> {
+        if origin == ctx.conversation {
+            return Ok(Provenance::ThisConversation);
+        }
+        let members = self.store.current_audience(ctx.agent, origin).await?;
+        if ctx.audience.iter().all(|reader| members.contains(reader)) {
+            let summary = self.store.conversation(ctx.agent, origin).await?;
+            return Ok(Provenance::SharedConversation { conversation_id: origin, title: summary.title });
+        }
+        Ok(Provenance::OtherConversation)
+    }
+}
+
+fn semantic_category(failure: SemanticFailure) -> DegradationCategory {
+    match failure {
+        SemanticFailure::Unavailable => DegradationCategory::SemanticUnavailable,
+        SemanticFailure::Rebuilding => DegradationCategory::SemanticRebuilding,
+        SemanticFailure::Oversized => DegradationCategory::SemanticOversized,
+        SemanticFailure::Failed => DegradationCategory::SemanticFailed,
+    }
+}
+
+/// Convenience for callers without a vector index: one search with `config`.
+pub async fn search(
+    store: &Store,
+    config: &RetrievalConfig,
+    request: &SearchRequest,
+) -> Result<SearchOutcome, RetrievalError> {
+    Retriever::new(store.clone(), config.clone()).search(request).await
+}

@@ -1,0 +1,79 @@
+//! The semantic candidate source, as a trait. Until a vector index is configured the default
+//! implementation reports `semantic_unavailable` and retrieval runs on its lexical, subject,
+//! conversation and always-on sources.
+//!
+//! Contract for implementations (pgvector, Qdrant): the request carries the
+//! [`EligibilityContext`]; an SQL-backed index must apply the eligibility predicate
+//! ([`crate::privacy::ELIGIBLE_SQL`]) in the same statement as its similarity search. Whatever an
+//! implementation returns, retrieval revalidates every hit with the same predicate while it
+//! hydrates the rows from canonical storage, and keeps at most the requested number of distinct
+//! hits even if a provider ignores the limit.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+
+use crate::ids::RevisionId;
+use crate::privacy::EligibilityContext;
+
+/// One similarity hit: a revision and how similar it is (higher is closer). Ordered best first.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SemanticHit {
+    /// The revision found.
+    pub revision_id: RevisionId,
+    /// Similarity, higher is closer (only its order is used by fusion).
+    pub similarity: f32,
+}
+
+/// What a semantic search receives.
+#[derive(Clone, Copy, Debug)]
+pub struct SemanticRequest<'a> {
+    /// The canonical database (for SQL-backed indexes such as pgvector).
+    pub pool: &'a PgPool,
+    /// Agent, destination conversation and audience: the eligibility predicate's input.
+    pub eligibility: &'a EligibilityContext,
+    /// The query text. Implementations must not log it or put it in an error.
+    pub query: &'a str,
+    /// At most this many hits are wanted.
+    pub limit: usize,
+}
+
+/// Why semantic search produced nothing; each maps to an audit degradation category.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(rename_all = "snake_case")]
+pub enum SemanticFailure {
+    /// No vector index is configured or reachable.
+    #[error("semantic index unavailable")]
+    Unavailable,
+    /// The active embedding generation is being rebuilt.
+    #[error("semantic index rebuilding")]
+    Rebuilding,
+    /// The eligible set is larger than the index may scan.
+    #[error("eligible set too large for semantic search")]
+    Oversized,
+    /// The provider failed (its error body is deliberately not carried).
+    #[error("semantic provider failed")]
+    Failed,
+}
+
+/// Boxed future returned by [`SemanticIndex::search`] (a boxed future keeps the trait
+/// object-safe without an extra dependency).
+pub type SemanticFuture<'a> = Pin<Box<dyn Future<Output = Result<Vec<SemanticHit>, SemanticFailure>> + Send + 'a>>;
+
+/// A vector index that proposes semantic candidates.
+pub trait SemanticIndex: Send + Sync {
+    /// Hits for the query, best first, limited to eligible revisions where the index can tell.
+    fn search<'a>(&'a self, request: SemanticRequest<'a>) -> SemanticFuture<'a>;
+}
+
+/// The default: no vector index configured; every search reports `semantic_unavailable`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UnavailableSemanticIndex;
+
+impl SemanticIndex for UnavailableSemanticIndex {
+    fn search<'a>(&'a self, _request: SemanticRequest<'a>) -> SemanticFuture<'a> {
+        Box::pin(async { Err(SemanticFailure::Unavailable) })
+    }
+}

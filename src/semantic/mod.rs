@@ -1,0 +1,121 @@
+//! The semantic index: embeddings as derived, disposable indexes of immutable revision text.
+//!
+//! - [`embedder`]: the pluggable [`Embedder`] interface; [`openai`] (any OpenAI-compatible
+//!   `/v1/embeddings` endpoint) and, with the `local-embedder` feature, `local` (all-MiniLM-L6-v2
+//!   through candle).
+//! - [`generations`]: which model's vectors serve queries; rebuilds switch atomically.
+//! - [`outbox`]: the [`IndexWorker`] that drains `index_outbox` (written by every memory write in
+//!   its own transaction) with `SKIP LOCKED`, bounded retries and backoff.
+//! - [`rebuild`]: backfill of a new generation with progress.
+//! - [`vector_index`]: [`PgVectorIndex`], retrieval's [`crate::retrieval::SemanticIndex`] over
+//!   pgvector with the eligibility predicate in the same statement; with the `qdrant` feature,
+//!   `qdrant` mirrors vectors into Qdrant and revalidates its hits against canonical rows.
+//!
+//! PostgreSQL stays canonical: dropping every embedding loses nothing a rebuild cannot restore.
+
+pub mod embedder;
+mod embeddings;
+pub mod generations;
+#[cfg(feature = "local-embedder")]
+pub mod local;
+pub mod openai;
+pub mod outbox;
+pub mod rebuild;
+pub mod vector_index;
+
+use std::sync::Arc;
+
+pub use embedder::{EmbedError, EmbedFuture, Embedder, EmbedderInfo};
+pub use embeddings::embedding_count;
+pub use generations::{
+    abandon_rebuild, generation_progress, list_generations, pgvector_available, rebuild_progress, Generation,
+    GenerationState, RebuildProgress,
+};
+pub use openai::{OpenAiConfig, OpenAiEmbedder};
+pub use outbox::{outbox_status, BatchReport, IndexWorker, OutboxStatus, WorkerConfig};
+pub use rebuild::rebuild;
+pub use vector_index::{
+    availability, cap_distinct_hits, IndexAvailability, MirrorError, MirrorFuture, PgVectorIndex, VectorMirror,
+    MAX_ELIGIBLE_REVISIONS,
+};
+
+/// Why a semantic-index operation failed. Messages say what to do; none carries a provider body.
+#[derive(Debug, thiserror::Error)]
+pub enum SemanticError {
+    /// The embedder failed (after its own bounded retries).
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+    /// PostgreSQL failed.
+    #[error("database error in the semantic index: {0}")]
+    Database(#[from] sqlx::Error),
+    /// The configured embedder is not the model of the active (or building) generation.
+    #[error("embedder {embedder} does not match the index generation {generation}; run `mesh-memory index rebuild` to switch models")]
+    EmbedderMismatch {
+        /// The configured embedder.
+        embedder: String,
+        /// The generation in service.
+        generation: String,
+    },
+    /// Another model's rebuild is in progress.
+    #[error("generation {generation} ({model}) is being rebuilt; finish it with that model or run `mesh-memory index rebuild --abandon`")]
+    RebuildInProgress {
+        /// The building generation.
+        generation: i64,
+        /// Its model.
+        model: String,
+    },
+    /// Two processes changed generations at once; rerun.
+    #[error("another process changed the embedding generations at the same time; rerun the command")]
+    ConcurrentGenerationChange,
+    /// A dimension outside what the schema accepts.
+    #[error("embedding dimension {0} is not supported (1..=16000)")]
+    InvalidDimension(usize),
+    /// No embedder is configured.
+    #[error("no embedder configured: {0}")]
+    NoEmbedder(String),
+}
+
+/// Which embedder to use, from the environment:
+/// - `MESH_EMBEDDER=openai` with `MESH_EMBEDDER_URL`, `MESH_EMBEDDER_MODEL`, `MESH_EMBEDDER_DIMENSION`
+///   and optionally `MESH_EMBEDDER_API_KEY`;
+/// - `MESH_EMBEDDER=local` (the default when built with `local-embedder`): all-MiniLM-L6-v2 from
+///   `MESH_EMBEDDER_MODEL_DIR` or the setup script's install directory.
+pub fn embedder_from_env() -> Result<Arc<dyn Embedder>, SemanticError> {
+    let kind = std::env::var("MESH_EMBEDDER").unwrap_or_else(|_| default_embedder_kind().to_owned());
+    match kind.as_str() {
+        "openai" => openai_from_env(),
+        "local" => local_embedder(),
+        "none" => Err(SemanticError::NoEmbedder("MESH_EMBEDDER=none".into())),
+        other => Err(SemanticError::NoEmbedder(format!("unknown MESH_EMBEDDER={other:?}; use local or openai"))),
+    }
+}
+
+fn default_embedder_kind() -> &'static str {
+    if cfg!(feature = "local-embedder") {
+        "local"
+    } else {
+        "none"
+    }
+}
+
+fn openai_from_env() -> Result<Arc<dyn Embedder>, SemanticError> {
+    let var = |name: &str| std::env::var(name).map_err(|_| SemanticError::NoEmbedder(format!("{name} is not set")));
+    let dimension: usize = var("MESH_EMBEDDER_DIMENSION")?
+        .parse()
+        .map_err(|_| SemanticError::NoEmbedder("MESH_EMBEDDER_DIMENSION is not a number".into()))?;
+    let mut config = OpenAiConfig::new(var("MESH_EMBEDDER_URL")?, var("MESH_EMBEDDER_MODEL")?, dimension);
+    config.api_key = std::env::var("MESH_EMBEDDER_API_KEY").ok().filter(|k| !k.is_empty());
+    Ok(Arc::new(OpenAiEmbedder::new(config)?))
+}
+
+#[cfg(feature = "local-embedder")]
+fn local_embedder() -> Result<Arc<dyn Embedder>, SemanticError> {
+    Ok(Arc::new(local::LocalMiniLm::load_default()?))
+}
+
+#[cfg(not(feature = "local-embedder"))]
+fn local_embedder() -> Result<Arc<dyn Embedder>, SemanticError> {
+    Err(SemanticError::NoEmbedder(
+        "this binary was built without the `local-embedder` feature; rebuild with --features local-embedder or set MESH_EMBEDDER=openai".into(),
+    ))
+}

@@ -1,0 +1,281 @@
+//! Vector indexes behind retrieval's one scoped interface ([`SemanticIndex`]).
+//!
+//! [`PgVectorIndex`] searches the active generation in PostgreSQL with the eligibility predicate
+//! ([`crate::eligible_revision_sql!`]) inside the same SQL statement as the cosine ordering, so an
+//! ineligible revision never leaves the database. External indexes (Qdrant) implement
+//! [`VectorMirror`] for the worker's writes and [`SemanticIndex`] for search, revalidating every
+//! hit against canonical rows. Either way, distinct hits are capped at the requested limit here,
+//! before retrieval hydrates them, whatever a provider returned.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::Serialize;
+use sqlx::PgPool;
+
+use super::embedder::{EmbedError, Embedder};
+use super::embeddings::vector_literal;
+use super::generations::{generation_in_state, pgvector_available, Generation, GenerationState};
+use super::SemanticError;
+use crate::eligible_revision_sql;
+use crate::ids::{AgentId, EntryId, RevisionId};
+use crate::privacy::EligibilityContext;
+use crate::retrieval::{SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest};
+
+/// The spec's cap: above this many eligible revisions semantic search is skipped
+/// (`semantic_oversized`) rather than scanning an unbounded set within the deadline.
+pub const MAX_ELIGIBLE_REVISIONS: usize = 10_000;
+
+/// Why an external index write failed (category only, never a provider body).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MirrorError {
+    /// The index server could not be reached.
+    #[error("vector index unreachable")]
+    Unreachable,
+    /// The index server refused or failed the request.
+    #[error("vector index request failed")]
+    Failed,
+}
+
+impl MirrorError {
+    /// The stable category recorded in `index_outbox.last_error_category`.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::Unreachable => "index_unreachable",
+            Self::Failed => "index_failed",
+        }
+    }
+}
+
+/// Boxed future of [`VectorMirror`] calls.
+pub type MirrorFuture<'a> = Pin<Box<dyn Future<Output = Result<(), MirrorError>> + Send + 'a>>;
+
+/// One point to write: whose, which entry, which revision.
+pub type PointRef = (AgentId, EntryId, RevisionId);
+
+/// An external vector index the worker keeps in step with PostgreSQL (e.g. Qdrant).
+pub trait VectorMirror: Send + Sync {
+    /// Writes `vectors[i]` for `points[i]` into `generation`'s collection; the entry's other
+    /// revisions stop being current there. Idempotent.
+    fn upsert<'a>(
+        &'a self,
+        generation: &'a Generation,
+        points: &'a [PointRef],
+        vectors: &'a [Vec<f32>],
+    ) -> MirrorFuture<'a>;
+
+    /// Marks every point of a forgotten entry as not live. Idempotent.
+    fn retire_entry<'a>(&'a self, agent: AgentId, entry: EntryId) -> MirrorFuture<'a>;
+}
+
+/// Keeps the best hit per revision, best first, and at most `limit` of them: the cap applied
+/// before hydration even when a provider ignores the requested limit or repeats itself.
+pub fn cap_distinct_hits(mut hits: Vec<SemanticHit>, limit: usize) -> Vec<SemanticHit> {
+    hits.sort_by(|a, b| b.similarity.total_cmp(&a.similarity).then(a.revision_id.cmp(&b.revision_id)));
+    let mut seen = HashSet::new();
+    hits.retain(|h| seen.insert(h.revision_id));
+    hits.truncate(limit);
+    hits
+}
+
+/// Whether semantic search can run now, and why not.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum IndexAvailability {
+    /// Searchable through this generation.
+    Ready {
+        /// The active generation.
+        generation: i64,
+    },
+    /// No pgvector column in this database.
+    NoPgvector,
+    /// No active generation yet (run `mesh-memory index run`).
+    NoActiveGeneration,
+    /// A rebuild is building a new generation.
+    Rebuilding {
+        /// The generation being built.
+        generation: i64,
+    },
+    /// The active generation was built by another model than the configured embedder.
+    ModelMismatch {
+        /// The active generation.
+        generation: i64,
+    },
+}
+
+/// Decides availability for an embedder with `info` (provider, model, dimension).
+pub async fn availability(
+    pool: &PgPool,
+    info: &super::EmbedderInfo,
+) -> Result<(IndexAvailability, Option<Generation>), SemanticError> {
+    if !pgvector_available(pool).await? {
+        return Ok((IndexAvailability::NoPgvector, None));
+    }
+    if let Some(building) = generation_in_state(pool, GenerationState::Building).await? {
+        return Ok((IndexAvailability::Rebuilding { generation: building.id }, None));
+    }
+    match generation_in_state(pool, GenerationState::Active).await? {
+        None => Ok((IndexAvailability::NoActiveGeneration, None)),
+        Some(active) if !active.matches(info) => Ok((IndexAvailability::ModelMismatch { generation: active.id }, None)),
+        Some(active) => Ok((IndexAvailability::Ready { generation: active.id }, Some(active))),
+    }
+}
+
+/// pgvector search over the active generation, eligibility in the same statement.
+#[derive(Clone)]
+pub struct PgVectorIndex {
+    embedder: Arc<dyn Embedder>,
+    eligible_cap: usize,
+}
+
+impl std::fmt::Debug for PgVectorIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgVectorIndex").field("embedder", self.embedder.info()).finish()
+    }
+}
+
+impl PgVectorIndex {
+    /// An index that embeds queries with `embedder` (the same model as the active generation).
+    pub fn new(embedder: Arc<dyn Embedder>) -> Self {
+        Self { embedder, eligible_cap: MAX_ELIGIBLE_REVISIONS }
+    }
+
+    /// Overrides the eligible-set cap (tests; operators with a measured larger budget).
+    pub fn with_eligible_cap(mut self, cap: usize) -> Self {
+        self.eligible_cap = cap;
+        self
+    }
+
+    async fn search_inner(&self, request: SemanticRequest<'_>) -> Result<Vec<SemanticHit>, SemanticFailure> {
+        let (state, active) =
+            availability(request.pool, self.embedder.info()).await.map_err(|_| SemanticFailure::Failed)?;
+        let generation = match (state, active) {
+            (IndexAvailability::Rebuilding { .. }, _) => return Err(SemanticFailure::Rebuilding),
+            (IndexAvailability::Ready { .. }, Some(active)) => active,
+            _ => return Err(SemanticFailure::Unavailable),
+        };
+        let oversized = eligible_set_exceeds(request.pool, request.eligibility, self.eligible_cap)
+            .await
+            .map_err(|_| SemanticFailure::Failed)?;
+        if oversized {
+            return Err(SemanticFailure::Oversized);
+        }
+        let query = [request.query.to_owned()];
+        let vector = self.embedder.embed(&query).await.map_err(|e| query_failure(&e))?;
+        let vector = vector.into_iter().next().ok_or(SemanticFailure::Failed)?;
+        let hits = nearest_eligible(request.pool, request.eligibility, &generation, &vector, request.limit)
+            .await
+            .map_err(|_| SemanticFailure::Failed)?;
+        Ok(cap_distinct_hits(hits, request.limit))
+    }
+}
+
+impl SemanticIndex for PgVectorIndex {
+    fn search<'a>(&'a self, request: SemanticRequest<'a>) -> SemanticFuture<'a> {
+        Box::pin(self.search_inner(request))
+    }
+}
+
+/// A provider that cannot be reached (or a missing local model) is `semantic_unavailable`;
+/// anything else it does wrong is `semantic_failed`.
+fn query_failure(err: &EmbedError) -> SemanticFailure {
+    match err {
+        EmbedError::Unreachable | EmbedError::LocalModel(_) => SemanticFailure::Unavailable,
+        _ => SemanticFailure::Failed,
+    }
+}
+
+/// Whether more than `cap` revisions are eligible. Cheap path first: the live current revisions
+/// of the agent bound the eligible set from above; only when they exceed the cap is the
+/// predicate evaluated (still stopping at `cap + 1`).
+pub async fn eligible_set_exceeds(pool: &PgPool, ctx: &EligibilityContext, cap: usize) -> Result<bool, sqlx::Error> {
+    let probe = i64::try_from(cap).unwrap_or(i64::MAX - 1) + 1;
+    let live: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT 1 FROM memory_entries e
+                                WHERE e.runtime_agent_id = $1 AND e.state = 'live' LIMIT $2) AS live",
+    )
+    .bind(ctx.agent)
+    .bind(probe)
+    .fetch_one(pool)
+    .await?;
+    if live < probe {
+        return Ok(false);
+    }
+    let eligible: i64 = sqlx::query_scalar(concat!(
+        "SELECT count(*) FROM (SELECT 1 FROM memory_entries e
+                                 JOIN memory_entry_revisions r ON r.id = e.current_revision_id
+                                WHERE r.runtime_agent_id = $1 AND e.state = 'live' AND ",
+        eligible_revision_sql!(),
+        " LIMIT $4) AS eligible"
+    ))
+    .bind(ctx.agent)
+    .bind(ctx.conversation)
+    .bind(ctx.audience_uuids())
+    .bind(probe)
+    .fetch_one(pool)
+    .await?;
+    Ok(eligible >= probe)
+}
+
+/// The nearest eligible current revisions in `generation`, by cosine similarity. One statement:
+/// generation, current-revision, live-entry and the eligibility predicate all sit in its `WHERE`.
+/// The generation id and dimension are integers from `embedding_generations` (never input), set
+/// into the text so that the planner matches the generation's partial HNSW index; pgvector 0.8's
+/// iterative scan keeps filtered HNSW searches from returning too few rows.
+async fn nearest_eligible(
+    pool: &PgPool,
+    ctx: &EligibilityContext,
+    generation: &Generation,
+    vector: &[f32],
+    limit: usize,
+) -> Result<Vec<SemanticHit>, sqlx::Error> {
+    let (id, dim) = (generation.id, generation.dimension);
+    let sql = format!(
+        "SELECT r.id AS revision_id,
+                (1 - (x.embedding::vector({dim}) <=> $4::text::vector({dim})))::float4 AS similarity
+           FROM revision_embeddings x
+           JOIN memory_entry_revisions r ON r.id = x.revision_id
+           JOIN memory_entries e ON e.id = r.entry_id AND e.current_revision_id = r.id
+          WHERE x.generation_id = {id} AND r.runtime_agent_id = $1 AND e.state = 'live'
+            AND {eligible}
+          ORDER BY x.embedding::vector({dim}) <=> $4::text::vector({dim})
+          LIMIT $5",
+        eligible = eligible_revision_sql!()
+    );
+    let mut tx = pool.begin().await?;
+    sqlx::query("SET LOCAL hnsw.iterative_scan = relaxed_order").execute(&mut *tx).await?;
+    sqlx::query("SET LOCAL hnsw.ef_search = 100").execute(&mut *tx).await?;
+    let rows: Vec<(RevisionId, f32)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(ctx.agent)
+        .bind(ctx.conversation)
+        .bind(ctx.audience_uuids())
+        .bind(vector_literal(vector))
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(rows.into_iter().map(|(revision_id, similarity)| SemanticHit { revision_id, similarity }).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cap_keeps_best_distinct_hits() {
+        let a = RevisionId::generate();
+        let b = RevisionId::generate();
+        let c = RevisionId::generate();
+        let hits = vec![
+            SemanticHit { revision_id: a, similarity: 0.1 },
+            SemanticHit { revision_id: b, similarity: 0.9 },
+            SemanticHit { revision_id: b, similarity: 0.5 },
+            SemanticHit { revision_id: c, similarity: 0.7 },
+        ];
+        let capped = cap_distinct_hits(hits, 2);
+        assert_eq!(capped.iter().map(|h| h.revision_id).collect::<Vec<_>>(), vec![b, c]);
+        assert_eq!(capped[0].similarity, 0.9);
+    }
+}

@@ -1,0 +1,536 @@
+//! Read APIs for the operator console: the memory browser, the evidence-review queue and the
+//! small lookups that fill its pickers (agents, actors, conversations, lineage messages).
+//!
+//! Browsing must stay fast at millions of revisions, so every list is keyset-paginated on a
+//! time-ordered UUIDv7 id (newest first) with a `LIMIT`: the next page starts strictly after the
+//! last id of the previous one, which an index range scan answers without counting or skipping
+//! rows. Filters are assembled from fixed SQL fragments with bound values (never from user text),
+//! so each filter combination gets its own prepared statement and plan.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::{Postgres, QueryBuilder};
+
+use super::identity::ActorKind;
+use super::memory::EntryState;
+use super::{Store, StoreError};
+use crate::ids::{ActorId, AgentId, ConversationId, EntryId, MessageId, RevisionId};
+
+/// The most rows one page may hold; larger requests are clamped, so a caller cannot ask the
+/// database for an unbounded scan.
+pub const MAX_PAGE_SIZE: u32 = 200;
+
+/// How many characters of a body a list row carries; the detail view shows the whole body.
+const PREVIEW_CHARS: i32 = 280;
+
+/// Which entries the memory browser shows. Every field narrows the list; `None` means any.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrowseFilter {
+    /// Only this runtime agent's memory.
+    pub agent: Option<AgentId>,
+    /// Only entries whose current revision is about this actor.
+    pub subject: Option<ActorId>,
+    /// Only live or only forgotten entries.
+    pub state: Option<EntryState>,
+    /// Full-text words over the current body (PostgreSQL `websearch_to_tsquery`), or an entry or
+    /// revision id pasted in whole.
+    pub text: Option<String>,
+}
+
+/// One row of the memory browser: an entry with its current revision.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct EntrySummary {
+    /// Entry id (also the keyset cursor).
+    pub entry_id: EntryId,
+    /// Owning runtime agent.
+    pub runtime_agent_id: AgentId,
+    /// Its name.
+    pub agent_name: String,
+    /// Live or forgotten.
+    pub state: EntryState,
+    /// Always-on flag.
+    pub always_on: bool,
+    /// `none` or `conversation_only`.
+    pub restriction: String,
+    /// Current revision.
+    pub current_revision_id: RevisionId,
+    /// Its number (1 = never amended).
+    pub revision_number: i32,
+    /// The start of the current body.
+    pub body_preview: String,
+    /// Subject of the current revision, `None` = unresolved.
+    pub subject: Option<ActorId>,
+    /// Rendered subject label.
+    pub subject_label: Option<String>,
+    /// When the entry last changed.
+    pub updated_at: DateTime<Utc>,
+    /// Whether any source of the current revision has unknown audience evidence (so retrieval
+    /// withholds it until it is reviewed or released).
+    pub evidence_unknown: bool,
+}
+
+/// A page of entries plus the cursor of the next page (`None` on the last page).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EntryPage {
+    /// Newest first.
+    pub entries: Vec<EntrySummary>,
+    /// Pass as `after` to get the next page.
+    pub next_after: Option<EntryId>,
+}
+
+/// A revision withheld from retrieval because a source's audience is not proven.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct EvidenceReviewItem {
+    /// The revision (also the keyset cursor).
+    pub revision_id: RevisionId,
+    /// Its entry.
+    pub entry_id: EntryId,
+    /// Owning runtime agent.
+    pub runtime_agent_id: AgentId,
+    /// Its name.
+    pub agent_name: String,
+    /// Revision number.
+    pub revision_number: i32,
+    /// The start of the body.
+    pub body_preview: String,
+    /// Rendered subject label.
+    pub subject_label: Option<String>,
+    /// When it was written.
+    pub created_at: DateTime<Utc>,
+    /// How many of its sources have unknown evidence.
+    pub unknown_sources: i64,
+    /// Which kinds of source they are (`message`, `retrieved_revision`...), deduplicated.
+    pub unknown_source_kinds: Vec<String>,
+    /// Why their evidence is unknown, deduplicated.
+    pub evidence_bases: Vec<String>,
+}
+
+/// A page of the evidence-review queue.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EvidenceReviewPage {
+    /// Newest first.
+    pub items: Vec<EvidenceReviewItem>,
+    /// Pass as `after` to get the next page.
+    pub next_after: Option<RevisionId>,
+}
+
+/// A runtime agent for pickers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct AgentSummary {
+    /// Agent id.
+    pub id: AgentId,
+    /// Unique name.
+    pub name: String,
+    /// Live entries it holds.
+    pub live_entries: i64,
+}
+
+/// An actor for pickers, with the label prompts render for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActorChoice {
+    /// Actor id.
+    pub id: ActorId,
+    /// Person, agent or service.
+    pub kind: ActorKind,
+    /// `Name (id U123)`: distinct even when display names collide.
+    pub label: String,
+}
+
+/// A conversation for pickers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct ConversationChoice {
+    /// Conversation id.
+    pub id: ConversationId,
+    /// Owning runtime agent.
+    pub runtime_agent_id: AgentId,
+    /// Title (e.g. `#engineering`).
+    pub title: String,
+    /// `direct`, `group`, `channel` or `unknown`.
+    pub topology: String,
+    /// Connector name.
+    pub connector: String,
+}
+
+/// A transcript message as the lineage graph shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct LineageMessage {
+    /// Message id.
+    pub id: MessageId,
+    /// Where it was said.
+    pub conversation_id: ConversationId,
+    /// That conversation's title.
+    pub conversation_title: String,
+    /// `inbound` or `outbound`.
+    pub direction: String,
+    /// Sender actor.
+    pub sender: ActorId,
+    /// Sender display name (current).
+    pub sender_name: String,
+    /// Whether a connector authenticated the sender.
+    pub authenticated: bool,
+    /// When it was sent.
+    pub sent_at: DateTime<Utc>,
+    /// The start of the message.
+    pub excerpt: String,
+}
+
+/// A revision that another revision names as a source, for the lineage graph.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct LineageRevision {
+    /// Revision id.
+    pub id: RevisionId,
+    /// Its entry.
+    pub entry_id: EntryId,
+    /// Revision number.
+    pub revision_number: i32,
+    /// The start of its body.
+    pub body_preview: String,
+}
+
+fn page_size(limit: u32) -> i64 {
+    i64::from(limit.clamp(1, MAX_PAGE_SIZE))
+}
+
+/// A filter's text as a whole id, when the operator pasted one.
+fn pasted_id(text: &str) -> Option<uuid::Uuid> {
+    uuid::Uuid::parse_str(text.trim()).ok()
+}
+
+impl Store {
+    /// One page of the memory browser, newest entry first. `after` is the `next_after` of the
+    /// previous page. Keyset pagination on the entry id keeps every page an index range scan.
+    pub async fn browse_entries(
+        &self,
+        filter: &BrowseFilter,
+        after: Option<EntryId>,
+        limit: u32,
+    ) -> Result<EntryPage, StoreError> {
+        let text = filter.text.as_deref().map(str::trim).filter(|t| !t.is_empty());
+        if let Some(text) = text {
+            if text.chars().count() > 500 {
+                return Err(StoreError::invalid("text", "must be at most 500 characters"));
+            }
+        }
+        let size = page_size(limit);
+        let mut query = QueryBuilder::<Postgres>::new(
+            "SELECT e.id AS entry_id, e.runtime_agent_id, ra.name AS agent_name, e.state, e.always_on,
+                    e.restriction::text AS restriction, e.current_revision_id, r.revision_number,
+                    left(r.body, ",
+        );
+        query.push_bind(PREVIEW_CHARS);
+        query.push(
+            ") AS body_preview, r.subject_actor_id AS subject,
+                    CASE WHEN sa.id IS NULL THEN NULL ELSE sa.display_name || ' (id ' ||
+                         coalesce((SELECT ci.external_id FROM connector_identities ci WHERE ci.actor_id = sa.id
+                                    ORDER BY ci.created_at, ci.id LIMIT 1), sa.id::text) || ')' END AS subject_label,
+                    e.updated_at,
+                    EXISTS (SELECT 1 FROM revision_sources s
+                             WHERE s.revision_id = r.id AND s.evidence = 'unknown') AS evidence_unknown
+               FROM memory_entries e
+               JOIN memory_entry_revisions r ON r.id = e.current_revision_id
+               JOIN runtime_agents ra ON ra.id = e.runtime_agent_id
+               LEFT JOIN actors sa ON sa.id = r.subject_actor_id
+              WHERE true",
+        );
+        if let Some(agent) = filter.agent {
+            query.push(" AND e.runtime_agent_id = ").push_bind(agent);
+        }
+        if let Some(subject) = filter.subject {
+            query.push(" AND r.subject_actor_id = ").push_bind(subject);
+        }
+        if let Some(state) = filter.state {
+            query.push(" AND e.state = ").push_bind(state);
+        }
+        match text.map(|t| (t, pasted_id(t))) {
+            Some((_, Some(id))) => {
+                query.push(" AND (e.id = ").push_bind(id);
+                query.push(" OR e.id = (SELECT entry_id FROM memory_entry_revisions WHERE id = ").push_bind(id);
+                query.push("))");
+            }
+            Some((words, None)) => {
+                query.push(" AND r.body_tsv @@ websearch_to_tsquery('english', ").push_bind(words.to_owned());
+                query.push(")");
+            }
+            None => {}
+        }
+        if let Some(after) = after {
+            query.push(" AND e.id < ").push_bind(after);
+        }
+        query.push(" ORDER BY e.id DESC LIMIT ").push_bind(size);
+        let entries: Vec<EntrySummary> = query.build_query_as().fetch_all(&self.pool).await?;
+        let next_after = if entries.len() as i64 == size { entries.last().map(|e| e.entry_id) } else { None };
+        Ok(EntryPage { entries, next_after })
+    }
+
+    /// The evidence-review queue: current revisions of live entries with at least one source of
+    /// unknown audience evidence (retrieval withholds them), newest first, keyset on revision id.
+    pub async fn evidence_review(
+        &self,
+        agent: Option<AgentId>,
+        after: Option<RevisionId>,
+        limit: u32,
+    ) -> Result<EvidenceReviewPage, StoreError> {
+        let size = page_size(limit);
+        let mut query = QueryBuilder::<Postgres>::new(
+            "SELECT r.id AS revision_id, r.entry_id, r.runtime_agent_id, ra.name AS agent_name, r.revision_number,
+                    left(r.body, ",
+        );
+        query.push_bind(PREVIEW_CHARS);
+        query.push(
+            ") AS body_preview,
+                    (SELECT a.display_name FROM actors a WHERE a.id = r.subject_actor_id) AS subject_label,
+                    r.created_at,
+                    count(*) AS unknown_sources,
+                    array_agg(DISTINCT s.kind::text) AS unknown_source_kinds,
+                    array_agg(DISTINCT s.evidence_basis) AS evidence_bases
+               FROM revision_sources s
+               JOIN memory_entry_revisions r ON r.id = s.revision_id
+               JOIN memory_entries e ON e.current_revision_id = r.id AND e.state = 'live'
+               JOIN runtime_agents ra ON ra.id = r.runtime_agent_id
+              WHERE s.evidence = 'unknown'",
+        );
+        if let Some(agent) = agent {
+            query.push(" AND r.runtime_agent_id = ").push_bind(agent);
+        }
+        if let Some(after) = after {
+            query.push(" AND r.id < ").push_bind(after);
+        }
+        query.push(" GROUP BY r.id, ra.name ORDER BY r.id DESC LIMIT ").push_bind(size);
+        let items: Vec<EvidenceReviewItem> = query.build_query_as().fetch_all(&self.pool).await?;
+        let next_after = if items.len() as i64 == size { items.last().map(|i| i.revision_id) } else { None };
+        Ok(EvidenceReviewPage { items, next_after })
+    }
+
+    /// Every runtime agent with its count of live entries, by name.
+    pub async fn list_runtime_agents(&self) -> Result<Vec<AgentSummary>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT ra.id, ra.name,
+                    (SELECT count(*) FROM memory_entries e WHERE e.runtime_agent_id = ra.id AND e.state = 'live')
+                        AS live_entries
+               FROM runtime_agents ra ORDER BY ra.name",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Actors that are the subject of at least one revision of `agent` (or of any agent), for the
+    /// subject filter, by label.
+    pub async fn list_subjects(&self, agent: Option<AgentId>) -> Result<Vec<ActorChoice>, StoreError> {
+        let ids: Vec<(ActorId,)> = sqlx::query_as(
+            "SELECT DISTINCT r.subject_actor_id FROM memory_entries e
+               JOIN memory_entry_revisions r ON r.id = e.current_revision_id
+              WHERE r.subject_actor_id IS NOT NULL AND ($1::uuid IS NULL OR e.runtime_agent_id = $1)",
+        )
+        .bind(agent)
+        .fetch_all(&self.pool)
+        .await?;
+        let ids: Vec<ActorId> = ids.into_iter().map(|r| r.0).collect();
+        let mut choices: Vec<ActorChoice> = self
+            .actor_summaries(&ids)
+            .await?
+            .into_iter()
+            .map(|a| ActorChoice { id: a.id, kind: a.kind, label: a.label() })
+            .collect();
+        choices.sort_by(|a, b| a.label.cmp(&b.label));
+        Ok(choices)
+    }
+
+    /// Conversations of `agent` (or of every agent), by title, for the explain picker.
+    pub async fn list_conversations(&self, agent: Option<AgentId>) -> Result<Vec<ConversationChoice>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT id, runtime_agent_id, title, topology::text AS topology, connector FROM conversations
+              WHERE $1::uuid IS NULL OR runtime_agent_id = $1
+              ORDER BY title, id",
+        )
+        .bind(agent)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// The transcript messages a lineage names, with sender and conversation, for the graph.
+    pub async fn lineage_messages(&self, messages: &[MessageId]) -> Result<Vec<LineageMessage>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT m.id, m.conversation_id, c.title AS conversation_title, m.direction::text AS direction,
+                    m.sender_actor_id AS sender, a.display_name AS sender_name,
+                    m.sender_identity_id IS NOT NULL AS authenticated, m.sent_at, left(m.body, $2) AS excerpt
+               FROM messages m
+               JOIN conversations c ON c.id = m.conversation_id
+               JOIN actors a ON a.id = m.sender_actor_id
+              WHERE m.id = ANY($1)
+              ORDER BY m.sent_at, m.id",
+        )
+        .bind(messages)
+        .bind(PREVIEW_CHARS)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// The revisions a lineage names (parents and retrieved memories), for the graph.
+    pub async fn lineage_revisions(&self, revisions: &[RevisionId]) -> Result<Vec<LineageRevision>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT id, entry_id, revision_number, left(body, $2) AS body_preview
+               FROM memory_entry_revisions WHERE id = ANY($1) ORDER BY id",
+        )
+        .bind(revisions)
+        .bind(PREVIEW_CHARS)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}
+
+/// One row of the retrieval-events list (the audit table, newest first).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct RetrievalEventSummary {
+    /// Event id (also the keyset cursor).
+    pub id: crate::ids::RetrievalEventId,
+    /// Runtime agent.
+    pub runtime_agent_id: AgentId,
+    /// Its name.
+    pub agent_name: String,
+    /// Destination conversation.
+    pub conversation_id: ConversationId,
+    /// Its title.
+    pub conversation_title: String,
+    /// `prompt` or `recall`.
+    pub mode: String,
+    /// The destination audience the eligibility predicate ran against.
+    pub destination_audience: Vec<ActorId>,
+    /// How many revisions were selected.
+    pub selected_count: i32,
+    /// How many candidates were considered.
+    pub candidate_count: i32,
+    /// Tokens used, of `token_budget`.
+    pub cost_tokens: i32,
+    /// The token allowance.
+    pub token_budget: i32,
+    /// The headline degradation category, if retrieval degraded.
+    pub degradation_category: Option<String>,
+    /// Every degradation category recorded.
+    pub degradation_categories: Vec<String>,
+    /// When it happened.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A page of retrieval events.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RetrievalEventPage {
+    /// Newest first.
+    pub events: Vec<RetrievalEventSummary>,
+    /// Pass as `after` to get the next page.
+    pub next_after: Option<crate::ids::RetrievalEventId>,
+}
+
+/// A sharing request as the operator queue shows it: the revision, who asked, where, and the
+/// proposed audience. Bodies are shown to operators, whose job is to judge them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct SharingRequestView {
+    /// Request id.
+    pub id: uuid::Uuid,
+    /// `pending`, `approved`, `denied` or `expired`.
+    pub state: String,
+    /// Runtime agent.
+    pub runtime_agent_id: AgentId,
+    /// Its name.
+    pub agent_name: String,
+    /// The revision the request would release.
+    pub revision_id: RevisionId,
+    /// Its entry.
+    pub entry_id: EntryId,
+    /// Revision number.
+    pub revision_number: i32,
+    /// The revision's body.
+    pub body: String,
+    /// Whether the revision is still its live entry's current one (otherwise it cannot be approved).
+    pub revision_is_current: bool,
+    /// Who (which actor) asked.
+    pub requested_by: String,
+    /// Conversation the request was made in.
+    pub requested_in: String,
+    /// Conversation the memory would be shared into, if named.
+    pub target_conversation: Option<String>,
+    /// The model's stated reason.
+    pub rationale: String,
+    /// The proposed audience.
+    pub proposed_audience: Vec<ActorId>,
+    /// Their display names, same order.
+    pub proposed_audience_names: Vec<String>,
+    /// When it was made.
+    pub created_at: DateTime<Utc>,
+    /// When it lapses.
+    pub expires_at: DateTime<Utc>,
+    /// When it was decided.
+    pub decided_at: Option<DateTime<Utc>>,
+    /// Who decided (an operator's role name or the source actor).
+    pub decided_by: Option<String>,
+    /// The recorded reason.
+    pub decision_reason: Option<String>,
+}
+
+impl Store {
+    /// One page of retrieval events, newest first (keyset on the time-ordered event id).
+    pub async fn list_retrieval_events(
+        &self,
+        agent: Option<AgentId>,
+        after: Option<crate::ids::RetrievalEventId>,
+        limit: u32,
+    ) -> Result<RetrievalEventPage, StoreError> {
+        let size = page_size(limit);
+        let events: Vec<RetrievalEventSummary> = sqlx::query_as(
+            "SELECT ev.id, ev.runtime_agent_id, ra.name AS agent_name, ev.conversation_id,
+                    c.title AS conversation_title, ev.mode::text AS mode, ev.destination_audience,
+                    cardinality(ev.selected_revision_ids) AS selected_count, ev.candidate_count, ev.cost_tokens,
+                    ev.token_budget, ev.degradation_category, ev.degradation_categories, ev.created_at
+               FROM memory_retrieval_events ev
+               JOIN runtime_agents ra ON ra.id = ev.runtime_agent_id
+               JOIN conversations c ON c.id = ev.conversation_id
+              WHERE ($1::uuid IS NULL OR ev.runtime_agent_id = $1) AND ($2::uuid IS NULL OR ev.id < $2)
+              ORDER BY ev.id DESC LIMIT $3",
+        )
+        .bind(agent)
+        .bind(after)
+        .bind(size)
+        .fetch_all(&self.pool)
+        .await?;
+        let next_after = if events.len() as i64 == size { events.last().map(|e| e.id) } else { None };
+        Ok(RetrievalEventPage { events, next_after })
+    }
+
+    /// Sharing requests in `state` (all states with `None`), oldest pending first so the queue
+    /// is worked in order; at most [`MAX_PAGE_SIZE`].
+    pub async fn list_sharing_requests(&self, state: Option<&str>) -> Result<Vec<SharingRequestView>, StoreError> {
+        if let Some(state) = state {
+            if !["pending", "approved", "denied", "expired"].contains(&state) {
+                return Err(StoreError::invalid("state", "use pending, approved, denied or expired"));
+            }
+        }
+        Ok(sqlx::query_as(
+            "SELECT q.id, q.state::text AS state, q.runtime_agent_id, ra.name AS agent_name, q.revision_id,
+                    r.entry_id, r.revision_number, r.body,
+                    EXISTS (SELECT 1 FROM memory_entries e WHERE e.current_revision_id = q.revision_id
+                               AND e.state = 'live') AS revision_is_current,
+                    ra_by.display_name AS requested_by, rc.title AS requested_in, tc.title AS target_conversation,
+                    q.rationale,
+                    coalesce(array_agg(qa.actor_id ORDER BY aa.display_name, qa.actor_id)
+                             FILTER (WHERE qa.actor_id IS NOT NULL), '{}') AS proposed_audience,
+                    coalesce(array_agg(aa.display_name ORDER BY aa.display_name, qa.actor_id)
+                             FILTER (WHERE qa.actor_id IS NOT NULL), '{}') AS proposed_audience_names,
+                    q.created_at, q.expires_at, q.decided_at, q.decided_by, q.decision_reason
+               FROM sharing_requests q
+               JOIN runtime_agents ra ON ra.id = q.runtime_agent_id
+               JOIN memory_entry_revisions r ON r.id = q.revision_id
+               JOIN actors ra_by ON ra_by.id = q.requested_by_actor_id
+               JOIN conversations rc ON rc.id = q.requested_in_conversation_id
+               LEFT JOIN conversations tc ON tc.id = q.target_conversation_id
+               LEFT JOIN sharing_request_audience qa ON qa.request_id = q.id
+               LEFT JOIN actors aa ON aa.id = qa.actor_id
+              WHERE $1::text IS NULL OR q.state::text = $1
+              GROUP BY q.id, ra.name, r.entry_id, r.revision_number, r.body, ra_by.display_name, rc.title, tc.title
+              ORDER BY (q.state = 'pending') DESC, q.created_at, q.id
+              LIMIT $2",
+        )
+        .bind(state)
+        .bind(i64::from(MAX_PAGE_SIZE))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}

@@ -1,0 +1,235 @@
+//! Operator accounts for the console: PostgreSQL login roles of the people who review memory.
+//!
+//! Operators authenticate to PostgreSQL with their own login role, so that every decision the
+//! database records (`session_user` in `operator_actions` and on grants) names a person, not the
+//! application. Two group roles matter here: `mesh_operator` (may execute the approve / deny /
+//! revoke functions) and `mesh_console_reader` (may only read). A first run on the embedded
+//! cluster creates one operator login role; its password is turned into a SCRAM-SHA-256 verifier
+//! here, so the clear password never reaches the server or its logs.
+
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::PgPool;
+
+use super::StoreError;
+
+/// The shortest password accepted for a new operator role.
+pub const MIN_OPERATOR_PASSWORD_CHARS: usize = 12;
+
+/// PBKDF2 iterations of the SCRAM verifier (PostgreSQL's own default).
+const SCRAM_ITERATIONS: u32 = 4096;
+
+/// What a signed-in role may do in the console, and why not, in words the UI shows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorRights {
+    /// The PostgreSQL role the session authenticated as (`session_user`).
+    pub role: String,
+    /// It may read memory, lineage and audit rows.
+    pub can_browse: bool,
+    /// It may approve or deny sharing requests (EXECUTE on the operator functions).
+    pub can_approve: bool,
+    /// Why `can_approve` (or `can_browse`) is false, for the UI.
+    pub limitation: Option<String>,
+}
+
+/// Which group a new console login role joins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConsoleRoleKind {
+    /// Member of `mesh_operator`: may decide sharing requests.
+    Operator,
+    /// Member of `mesh_console_reader`: may browse only.
+    Reader,
+}
+
+impl ConsoleRoleKind {
+    fn group(self) -> &'static str {
+        match self {
+            ConsoleRoleKind::Operator => "mesh_operator",
+            ConsoleRoleKind::Reader => "mesh_console_reader",
+        }
+    }
+}
+
+/// A role name the console accepts: lower-case letters, digits and `_`, starting with a letter,
+/// at most 63 bytes, and not one of the reserved `pg_` / `mesh_` prefixes.
+pub fn validate_role_name(name: &str) -> Result<(), StoreError> {
+    let valid_chars = name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    let starts_with_letter = name.chars().next().is_some_and(|c| c.is_ascii_lowercase());
+    if name.is_empty() || name.len() > 63 || !valid_chars || !starts_with_letter {
+        return Err(StoreError::invalid(
+            "role",
+            "use 1 to 63 lower-case letters, digits or underscores, starting with a letter (e.g. alice_ops)",
+        ));
+    }
+    if name.starts_with("pg_") || name.starts_with("mesh_") {
+        return Err(StoreError::invalid("role", "names starting with pg_ or mesh_ are reserved"));
+    }
+    Ok(())
+}
+
+/// Creates a login role in `kind`'s group with a SCRAM-SHA-256 password. Needs a connection
+/// with CREATEROLE (the embedded cluster's superuser). Fails with `AlreadyExists` if the role
+/// exists.
+pub async fn create_console_role(
+    admin: &PgPool,
+    name: &str,
+    password: &str,
+    kind: ConsoleRoleKind,
+) -> Result<(), StoreError> {
+    validate_role_name(name)?;
+    if password.chars().count() < MIN_OPERATOR_PASSWORD_CHARS {
+        return Err(StoreError::invalid(
+            "password",
+            format!("must be at least {MIN_OPERATOR_PASSWORD_CHARS} characters"),
+        ));
+    }
+    let exists: (bool,) =
+        sqlx::query_as("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)").bind(name).fetch_one(admin).await?;
+    if exists.0 {
+        return Err(StoreError::AlreadyExists { what: format!("role {name}") });
+    }
+    let verifier = scram_verifier(password, uuid::Uuid::new_v4().as_bytes(), SCRAM_ITERATIONS);
+    // Utility statements take no bind parameters; the server quotes the name and verifier
+    // itself (format %I / %L), so no caller text is ever spliced into SQL here.
+    let (statement,): (String,) =
+        sqlx::query_as("SELECT format('CREATE ROLE %I LOGIN PASSWORD %L IN ROLE %I', $1, $2, $3)")
+            .bind(name)
+            .bind(&verifier)
+            .bind(kind.group())
+            .fetch_one(admin)
+            .await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
+        .execute(admin)
+        .await
+        .map_err(|e| StoreError::from_unique(e, || format!("role {name}")))?;
+    Ok(())
+}
+
+/// Login roles that are (directly or indirectly) members of `mesh_operator`, by name. An empty
+/// list on the embedded cluster means the console must create the first one.
+pub async fn operator_login_roles(admin: &PgPool) -> Result<Vec<String>, StoreError> {
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "SELECT r.rolname::text FROM pg_roles r
+          WHERE r.rolcanlogin AND NOT r.rolsuper
+            AND EXISTS (SELECT 1 FROM pg_roles g WHERE g.rolname = 'mesh_operator')
+            AND pg_has_role(r.oid, 'mesh_operator', 'MEMBER')
+          ORDER BY r.rolname",
+    )
+    .fetch_all(admin)
+    .await?;
+    Ok(rows.into_iter().map(|r| r.0).collect())
+}
+
+/// Opens a small pool authenticated as `role` on the same server and database as `server`
+/// (whose own credentials are not reused). A wrong password is a `Database` error from the
+/// server, reported without the password.
+pub async fn connect_as(server: &PgConnectOptions, role: &str, password: &str) -> Result<PgPool, StoreError> {
+    let options = server.clone().username(role).password(password).application_name("mesh-memory-console");
+    Ok(PgPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(std::time::Duration::from_secs(10))
+        .connect_with(options)
+        .await?)
+}
+
+/// What the role behind `pool` may do, read from the server's own privilege checks.
+pub async fn operator_rights(pool: &PgPool) -> Result<OperatorRights, StoreError> {
+    let (role, can_browse, can_approve): (String, bool, bool) = sqlx::query_as(
+        "SELECT session_user::text,
+                has_table_privilege('memory_entries', 'SELECT'),
+                to_regprocedure('mesh_operator_approve_sharing(uuid, text)') IS NOT NULL
+                AND has_function_privilege('mesh_operator_approve_sharing(uuid, text)', 'EXECUTE')",
+    )
+    .fetch_one(pool)
+    .await?;
+    let limitation = if !can_browse {
+        Some(format!(
+            "role {role} cannot read the memory tables; ask an administrator to GRANT mesh_console_reader TO {role}"
+        ))
+    } else if !can_approve {
+        Some(format!(
+            "role {role} is not a member of mesh_operator, so it can browse but not approve or deny sharing \
+             requests; ask an administrator to GRANT mesh_operator TO {role}"
+        ))
+    } else {
+        None
+    };
+    Ok(OperatorRights { role, can_browse, can_approve, limitation })
+}
+
+/// PostgreSQL's stored SCRAM-SHA-256 verifier for `password` (RFC 5802 / 7677):
+/// `SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>`, all base64.
+pub fn scram_verifier(password: &str, salt: &[u8], iterations: u32) -> String {
+    let salted = pbkdf2_sha256(password.as_bytes(), salt, iterations);
+    let client_key = hmac_sha256(&salted, b"Client Key");
+    let stored_key = Sha256::digest(client_key);
+    let server_key = hmac_sha256(&salted, b"Server Key");
+    format!("SCRAM-SHA-256${iterations}:{}${}:{}", base64(salt), base64(&stored_key), base64(&server_key))
+}
+
+fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes keys of any length");
+    mac.update(data);
+    mac.finalize().into_bytes().into()
+}
+
+/// PBKDF2-HMAC-SHA256 with one 32-byte output block (all SCRAM needs).
+fn pbkdf2_sha256(password: &[u8], salt: &[u8], iterations: u32) -> [u8; 32] {
+    let mut block = salt.to_vec();
+    block.extend_from_slice(&1u32.to_be_bytes());
+    let mut u = hmac_sha256(password, &block);
+    let mut out = u;
+    for _ in 1..iterations {
+        u = hmac_sha256(password, &u);
+        out.iter_mut().zip(u.iter()).for_each(|(o, x)| *o ^= x);
+    }
+    out
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_rfc4648_vectors() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+    }
+
+    #[test]
+    fn pbkdf2_matches_rfc7914_vector() {
+        // RFC 7914 section 11: PBKDF2-HMAC-SHA256("passwd", "salt", 1), first 32 bytes.
+        let out = pbkdf2_sha256(b"passwd", b"salt", 1);
+        assert_eq!(hex::encode(out), "55ac046e56e3089fec1691c22544b605f94185216dde0465e68b9d57c20dacbc");
+    }
+
+    #[test]
+    fn role_names_are_restricted() {
+        assert!(validate_role_name("alice_ops").is_ok());
+        for bad in ["", "Alice", "1abc", "a-b", "pg_x", "mesh_operator", "a b", &"a".repeat(64)] {
+            assert!(validate_role_name(bad).is_err(), "{bad:?} should be refused");
+        }
+    }
+}

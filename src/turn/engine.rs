@@ -1,0 +1,791 @@
+//! The bounded turn loop. See the module documentation of [`crate::turn`].
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::context::{load_context, load_history, HistoryMessage, TurnContext};
+use super::guard::{unbacked_claims, UnbackedClaim};
+use super::ledger::{CommittedSharingRequest, Ledger};
+use super::model::{ChatMessage, ChatModel, ChatRequest};
+use super::record::{persist, NewTurnRecord};
+use super::{TurnError, TurnId};
+use crate::ids::{ActorId, ConversationId, EntryId, MessageId, RetrievalEventId, RevisionId};
+use crate::privacy::sharing::{self, NewSharingRequest};
+use crate::privacy::{recheck_delivery, revision_verdicts, DeliveryRecheck, EligibilityContext, Rule};
+use crate::retrieval::{RetrievalMode, Retriever, SearchOutcome, SearchRequest, MAX_QUERY_CHARS};
+use crate::store::{
+    Amendment, Direction, NewMemory, NewMessage, NothingChanged, NothingChangedReason, Restriction, SourceRef, Store,
+    StoreError, SubjectUpdate, Topology, WriteOutcome,
+};
+use crate::tools::{tool_definitions, validate_call, SubjectArg, ToolCall, ToolError, ToolInvocation};
+
+/// The structural maximum of model requests in one turn (the last one carries no tools).
+pub const MAX_ROUNDS: u32 = 3;
+
+/// Default bound on tool calls in one round.
+pub const DEFAULT_MAX_CALLS_PER_ROUND: usize = 8;
+
+/// The default standing instructions.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful assistant with durable memory. Use remember to store a \
+new fact (it only ever creates a new entry), recall to look memories up (it returns the entry_id and revision_id \
+that amend and forget need), amend to correct an existing memory, forget to retire one, and \
+request_memory_sharing to propose releasing a private memory (only in a direct conversation; it never shares \
+by itself). Describe only what the committed ledger says happened.";
+
+/// Tunables of the engine.
+#[derive(Clone, Debug)]
+pub struct TurnConfig {
+    /// Model requests per turn, 1 to [`MAX_ROUNDS`] (values outside are clamped). The last
+    /// request carries no tools.
+    pub max_rounds: u32,
+    /// Tool calls allowed in one round; a round with more is rejected whole.
+    pub max_calls_per_round: usize,
+    /// Transcript messages loaded before the inbound one.
+    pub history_limit: u32,
+    /// Memories in the automatic prompt section.
+    pub prompt_max_count: u32,
+    /// Token allowance of the automatic prompt section.
+    pub prompt_token_budget: u32,
+    /// Standing instructions (the system message, before the memory section).
+    pub system_prompt: String,
+}
+
+impl Default for TurnConfig {
+    fn default() -> Self {
+        TurnConfig {
+            max_rounds: MAX_ROUNDS,
+            max_calls_per_round: DEFAULT_MAX_CALLS_PER_ROUND,
+            history_limit: 20,
+            prompt_max_count: crate::retrieval::DEFAULT_MAX_COUNT,
+            prompt_token_budget: crate::retrieval::DEFAULT_TOKEN_BUDGET,
+            system_prompt: DEFAULT_SYSTEM_PROMPT.to_owned(),
+        }
+    }
+}
+
+/// What happened to one tool call (persisted by name and status only, never its arguments).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallLog {
+    /// 1-based round.
+    pub round: u32,
+    /// Tool name as the model sent it (cut to 64 characters).
+    pub name: String,
+    /// `committed`, `nothing_changed`, `ok`, `pending`, `rejected` or `error`.
+    pub status: String,
+    /// The error, for rejected and failed calls.
+    pub error: Option<String>,
+}
+
+/// How a turn ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum TurnOutcome {
+    /// The reply passed the claim guard and the delivery recheck, and was recorded as sent.
+    Delivered {
+        /// The outbound message.
+        outbound_message: MessageId,
+    },
+    /// The reply claimed a durable mutation that did not commit; it was not delivered.
+    ClaimGuardFailed {
+        /// The unbacked claims.
+        claims: Vec<UnbackedClaim>,
+    },
+    /// The audience or a used revision changed before delivery; the reply was withheld.
+    Withheld {
+        /// What the recheck found.
+        recheck: DeliveryRecheck,
+    },
+    /// The model failed or produced no reply.
+    Failed {
+        /// Why (never provider bodies or prompt text).
+        reason: String,
+    },
+}
+
+impl TurnOutcome {
+    /// The stored outcome name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TurnOutcome::Delivered { .. } => "delivered",
+            TurnOutcome::ClaimGuardFailed { .. } => "claim_guard_failed",
+            TurnOutcome::Withheld { .. } => "withheld",
+            TurnOutcome::Failed { .. } => "failed",
+        }
+    }
+}
+
+/// The result of a turn.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TurnReport {
+    /// The persisted turn row.
+    pub turn_id: TurnId,
+    /// How it ended.
+    pub outcome: TurnOutcome,
+    /// The reply text, only when delivered.
+    pub reply: Option<String>,
+    /// What committed.
+    pub ledger: Ledger,
+    /// Model requests made.
+    pub rounds: u32,
+    /// Tool calls and their fate.
+    pub tool_calls: Vec<ToolCallLog>,
+    /// Retrieval audit rows written by the turn (prompt assembly and recalls).
+    pub retrieval_event_ids: Vec<RetrievalEventId>,
+}
+
+/// What the model produced, before the delivery recheck.
+#[derive(Clone, Debug)]
+enum Draft {
+    Reply(String),
+    ClaimGuardFailed(Vec<UnbackedClaim>),
+    Failed(String),
+}
+
+/// A turn that has run its model rounds and claim guard but is not yet delivered. Delivery
+/// ([`TurnEngine::deliver`]) rechecks the audience and the used revisions first; a connector
+/// may await other work between the two.
+#[derive(Clone, Debug)]
+pub struct PreparedTurn {
+    id: TurnId,
+    ctx: TurnContext,
+    started_at: DateTime<Utc>,
+    rounds: u32,
+    ledger: Ledger,
+    tool_calls: Vec<ToolCallLog>,
+    retrieval_events: Vec<RetrievalEventId>,
+    audience_snapshot: Vec<ActorId>,
+    used: Vec<(EntryId, RevisionId)>,
+    draft: Draft,
+}
+
+impl PreparedTurn {
+    /// The turn's id.
+    pub fn id(&self) -> TurnId {
+        self.id
+    }
+
+    /// What committed so far.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// The revisions whose text reached the model (entry, revision).
+    pub fn used_revisions(&self) -> &[(EntryId, RevisionId)] {
+        &self.used
+    }
+}
+
+/// Mutable state of a turn in progress.
+struct TurnState {
+    ledger: Ledger,
+    tool_calls: Vec<ToolCallLog>,
+    retrieval_events: Vec<RetrievalEventId>,
+    /// Every revision retrieved in the turn, in order, deduplicated: lineage of later writes.
+    retrieved: Vec<RevisionId>,
+    used: Vec<(EntryId, RevisionId)>,
+    audience_snapshot: Option<Vec<ActorId>>,
+}
+
+impl TurnState {
+    fn absorb(&mut self, outcome: &SearchOutcome) {
+        self.retrieval_events.push(outcome.event_id);
+        if self.audience_snapshot.is_none() {
+            self.audience_snapshot = Some(outcome.context.audience.clone());
+        }
+        for s in &outcome.selections {
+            if !self.retrieved.contains(&s.revision_id) {
+                self.retrieved.push(s.revision_id);
+            }
+            if !self.used.contains(&(s.entry_id, s.revision_id)) {
+                self.used.push((s.entry_id, s.revision_id));
+            }
+        }
+    }
+}
+
+/// A tool call resolved against the database, ready to execute.
+enum Resolved {
+    Remember { body: String, subject: Option<ActorId>, always_on: bool },
+    Recall { query: String, limit: u32 },
+    Amend { entry: EntryId, expected: RevisionId, body: Option<String>, subject: SubjectUpdate },
+    Forget { entry: EntryId },
+    Share { revision: RevisionId, rationale: String, target: ConversationId },
+}
+
+/// The engine: one store, one retrieval service, one model.
+#[derive(Clone)]
+pub struct TurnEngine {
+    store: Store,
+    retriever: Retriever,
+    model: Arc<dyn ChatModel>,
+    config: TurnConfig,
+}
+
+impl std::fmt::Debug for TurnEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnEngine").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl TurnEngine {
+    /// An engine with the default configuration.
+    pub fn new(store: Store, retriever: Retriever, model: Arc<dyn ChatModel>) -> Self {
+        TurnEngine { store, retriever, model, config: TurnConfig::default() }
+    }
+
+    /// Replaces the configuration.
+    pub fn with_config(mut self, config: TurnConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &TurnConfig {
+        &self.config
+    }
+
+    fn max_rounds(&self) -> u32 {
+        self.config.max_rounds.clamp(1, MAX_ROUNDS)
+    }
+
+    /// Runs a whole turn for an inbound message: [`prepare`](Self::prepare) then
+    /// [`deliver`](Self::deliver).
+    pub async fn run_turn(&self, inbound: MessageId) -> Result<TurnReport, TurnError> {
+        let prepared = self.prepare(inbound).await?;
+        self.deliver(prepared).await
+    }
+
+    /// Runs retrieval, the bounded model rounds and the claim guard. Durable writes made by tools
+    /// are committed here (each in its own transaction, recorded in the ledger).
+    pub async fn prepare(&self, inbound: MessageId) -> Result<PreparedTurn, TurnError> {
+        let started_at = Utc::now();
+        let ctx = load_context(&self.store, inbound).await?;
+        let history = load_history(&self.store, &ctx, self.config.history_limit).await?;
+        let mut state = TurnState {
+            ledger: Ledger::default(),
+            tool_calls: Vec::new(),
+            retrieval_events: Vec::new(),
+            retrieved: Vec::new(),
+            used: Vec::new(),
+            audience_snapshot: None,
+        };
+        let query: String = ctx.body.chars().take(MAX_QUERY_CHARS).collect();
+        let mut request =
+            SearchRequest::new(ctx.agent, ctx.conversation, Some(ctx.sender), query, RetrievalMode::Prompt);
+        request.max_count = self.config.prompt_max_count;
+        request.token_budget = self.config.prompt_token_budget;
+        let prompt = self.retriever.search(&request).await?;
+        state.absorb(&prompt);
+
+        let mut transcript = vec![ChatMessage::System { content: self.system_message(&ctx, &prompt) }];
+        for m in &history {
+            transcript.push(match m.direction {
+                Direction::Inbound => ChatMessage::User { content: format!("{}: {}", m.speaker, m.body) },
+                Direction::Outbound => ChatMessage::Assistant { content: Some(m.body.clone()), tool_calls: vec![] },
+            });
+        }
+        transcript.push(ChatMessage::User { content: format!("{}: {}", ctx.sender_label, ctx.body) });
+
+        let mut rounds = 0;
+        let mut draft = Draft::Failed("the model produced no reply".to_owned());
+        for round in 1..=self.max_rounds() {
+            rounds = round;
+            let tools = (round < self.max_rounds()).then(tool_definitions);
+            let mut messages = transcript.clone();
+            messages.push(ChatMessage::Developer { content: state.ledger.developer_message() });
+            let response = match self.model.complete(&ChatRequest { messages, tools: tools.clone() }).await {
+                Ok(response) => response,
+                Err(error) => {
+                    draft = Draft::Failed(error.to_string());
+                    break;
+                }
+            };
+            if response.tool_calls.is_empty() || tools.is_none() {
+                for call in &response.tool_calls {
+                    state.tool_calls.push(log(
+                        round,
+                        &call.name,
+                        "rejected",
+                        Some("no tools on the last round".into()),
+                    ));
+                }
+                draft = match response.content.filter(|c| !c.trim().is_empty()) {
+                    Some(reply) => match unbacked_claims(&reply, &state.ledger) {
+                        claims if claims.is_empty() => Draft::Reply(reply),
+                        claims => Draft::ClaimGuardFailed(claims),
+                    },
+                    None => Draft::Failed("the model produced no reply text".to_owned()),
+                };
+                break;
+            }
+            transcript.push(ChatMessage::Assistant {
+                content: response.content.clone(),
+                tool_calls: response.tool_calls.clone(),
+            });
+            let results = self.run_round(&ctx, &history, round, &response.tool_calls, &mut state).await?;
+            for (call, result) in response.tool_calls.iter().zip(results) {
+                transcript.push(ChatMessage::Tool { tool_call_id: call.id.clone(), content: result.to_string() });
+            }
+        }
+        let audience_snapshot = state.audience_snapshot.clone().unwrap_or_default();
+        Ok(PreparedTurn {
+            id: TurnId::generate(),
+            ctx,
+            started_at,
+            rounds,
+            ledger: state.ledger,
+            tool_calls: state.tool_calls,
+            retrieval_events: state.retrieval_events,
+            audience_snapshot,
+            used: state.used,
+            draft,
+        })
+    }
+
+    /// Rechecks the destination audience and the used revisions, then records the reply as sent
+    /// (or withholds it), and persists the turn.
+    pub async fn deliver(&self, prepared: PreparedTurn) -> Result<TurnReport, TurnError> {
+        let ctx = &prepared.ctx;
+        let (outcome, reply) = match &prepared.draft {
+            Draft::Failed(reason) => (TurnOutcome::Failed { reason: reason.clone() }, None),
+            Draft::ClaimGuardFailed(claims) => (TurnOutcome::ClaimGuardFailed { claims: claims.clone() }, None),
+            Draft::Reply(text) => {
+                let recheck = recheck_delivery(
+                    &self.store,
+                    ctx.agent,
+                    ctx.conversation,
+                    &prepared.audience_snapshot,
+                    &revisions_to_recheck(&prepared),
+                )
+                .await?;
+                if recheck.is_clear() {
+                    let agent_actor = self.store.agent_actor(ctx.agent).await?;
+                    let outbound = self
+                        .store
+                        .record_message(NewMessage {
+                            agent: ctx.agent,
+                            conversation: ctx.conversation,
+                            direction: Direction::Outbound,
+                            sender: agent_actor,
+                            sender_identity: None,
+                            body: text,
+                            sent_at: Utc::now(),
+                        })
+                        .await?;
+                    (TurnOutcome::Delivered { outbound_message: outbound }, Some(text.clone()))
+                } else {
+                    (TurnOutcome::Withheld { recheck }, None)
+                }
+            }
+        };
+        persist(
+            self.store.pool(),
+            NewTurnRecord {
+                id: prepared.id,
+                ctx,
+                rounds: prepared.rounds,
+                tool_calls: &prepared.tool_calls,
+                ledger: &prepared.ledger,
+                outcome: &outcome,
+                retrieval_events: &prepared.retrieval_events,
+                used: &prepared.used.iter().map(|u| u.1).collect::<Vec<_>>(),
+                started_at: prepared.started_at,
+            },
+        )
+        .await?;
+        Ok(TurnReport {
+            turn_id: prepared.id,
+            outcome,
+            reply,
+            ledger: prepared.ledger,
+            rounds: prepared.rounds,
+            tool_calls: prepared.tool_calls,
+            retrieval_event_ids: prepared.retrieval_events,
+        })
+    }
+
+    fn system_message(&self, ctx: &TurnContext, prompt: &SearchOutcome) -> String {
+        let place = match ctx.topology {
+            Topology::Direct => "a private direct conversation",
+            Topology::Group => "a private group conversation",
+            Topology::Channel => "a channel",
+            Topology::Unknown => "a conversation",
+        };
+        let mut text = format!(
+            "{}\n\nThis is {place} ({}). The current speaker is {}.",
+            self.config.system_prompt, ctx.conversation_title, ctx.sender_label
+        );
+        let section = prompt.prompt_section();
+        if !section.is_empty() {
+            text.push_str("\n\n");
+            text.push_str(&section);
+        }
+        text
+    }
+
+    /// Validates and resolves every call of the round, then executes them in order. A round over
+    /// the fan-out bound, or with any invalid call, is rejected whole: nothing executes.
+    async fn run_round(
+        &self,
+        ctx: &TurnContext,
+        history: &[HistoryMessage],
+        round: u32,
+        calls: &[ToolCall],
+        state: &mut TurnState,
+    ) -> Result<Vec<Value>, TurnError> {
+        if calls.len() > self.config.max_calls_per_round {
+            let reason = format!(
+                "round rejected: {} tool calls exceed the limit of {} per round; nothing was executed",
+                calls.len(),
+                self.config.max_calls_per_round
+            );
+            return Ok(reject_round(round, calls, state, |_| reason.clone()));
+        }
+        let validated: Vec<Result<ToolInvocation, ToolError>> = calls.iter().map(validate_call).collect();
+        let mut resolved = Vec::with_capacity(calls.len());
+        for v in &validated {
+            resolved.push(match v {
+                Ok(invocation) => self.resolve(ctx, invocation).await?,
+                Err(e) => Err(e.clone()),
+            });
+        }
+        if resolved.iter().any(Result::is_err) {
+            let errors: Vec<Option<String>> =
+                resolved.iter().map(|r| r.as_ref().err().map(ToString::to_string)).collect();
+            return Ok(reject_round(round, calls, state, |i| {
+                errors[i].clone().map_or_else(
+                    || {
+                        "not executed: another call in this round was invalid, so the whole round was rejected"
+                            .to_owned()
+                    },
+                    |e| format!("round rejected, nothing was executed: {e}"),
+                )
+            }));
+        }
+        let mut results = Vec::with_capacity(calls.len());
+        for (call, r) in calls.iter().zip(resolved) {
+            let Ok(r) = r else { unreachable!("checked above") };
+            let (status, result) = self.execute(ctx, history, r, state).await?;
+            let error = (status == "error").then(|| result["error"].as_str().unwrap_or_default().to_owned());
+            state.tool_calls.push(log(round, &call.name, status, error));
+            results.push(result);
+        }
+        Ok(results)
+    }
+
+    /// Database-side checks that need no write: actor and conversation references, and the
+    /// sharing preconditions.
+    async fn resolve(
+        &self,
+        ctx: &TurnContext,
+        invocation: &ToolInvocation,
+    ) -> Result<Result<Resolved, ToolError>, TurnError> {
+        Ok(match invocation {
+            ToolInvocation::Remember(a) => {
+                let subject = match &a.subject {
+                    Some(reference) => match self.resolve_actor(ctx, "remember", reference).await? {
+                        Ok(actor) => Some(actor),
+                        Err(e) => return Ok(Err(e)),
+                    },
+                    None => None,
+                };
+                Ok(Resolved::Remember { body: a.body.clone(), subject, always_on: a.always_on })
+            }
+            ToolInvocation::Recall(a) => Ok(Resolved::Recall { query: a.query.clone(), limit: a.limit }),
+            ToolInvocation::Amend(a) => {
+                let subject = match &a.subject {
+                    SubjectArg::Keep => SubjectUpdate::Keep,
+                    SubjectArg::Clear => SubjectUpdate::Clear,
+                    SubjectArg::Set(reference) => match self.resolve_actor(ctx, "amend", reference).await? {
+                        Ok(actor) => SubjectUpdate::Set(actor),
+                        Err(e) => return Ok(Err(e)),
+                    },
+                };
+                Ok(Resolved::Amend {
+                    entry: a.entry_id,
+                    expected: a.expected_revision_id,
+                    body: a.body.clone(),
+                    subject,
+                })
+            }
+            ToolInvocation::Forget(a) => Ok(Resolved::Forget { entry: a.entry_id }),
+            ToolInvocation::RequestMemorySharing(a) => self.resolve_sharing(ctx, a).await?,
+        })
+    }
+
+    async fn resolve_sharing(
+        &self,
+        ctx: &TurnContext,
+        a: &crate::tools::SharingArgs,
+    ) -> Result<Result<Resolved, ToolError>, TurnError> {
+        let not_allowed = |reason: &str| {
+            Ok(Err(ToolError::NotAllowedHere { tool: "request_memory_sharing".into(), reason: reason.to_owned() }))
+        };
+        if ctx.topology != Topology::Direct {
+            return not_allowed("sharing can only be requested in a private direct conversation");
+        }
+        let target = match self.store.find_conversation(ctx.agent, &a.target_conversation).await {
+            Ok(target) => target,
+            Err(StoreError::InvalidInput { .. }) => {
+                return Ok(Err(ToolError::UnresolvedReference {
+                    tool: "request_memory_sharing".into(),
+                    field: "target_conversation".into(),
+                    reason: "no such conversation".into(),
+                }))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        // Only a revision the speaker may see here can be proposed for release.
+        if !self.eligible_here(ctx, a.revision_id).await? {
+            return not_allowed("that revision is not a current memory available in this conversation");
+        }
+        Ok(Ok(Resolved::Share { revision: a.revision_id, rationale: a.rationale.clone(), target }))
+    }
+
+    async fn resolve_actor(
+        &self,
+        ctx: &TurnContext,
+        tool: &str,
+        reference: &str,
+    ) -> Result<Result<ActorId, ToolError>, TurnError> {
+        if let Ok(id) = reference.parse::<ActorId>() {
+            if !self.store.actor_summaries(&[id]).await?.is_empty() {
+                return Ok(Ok(id));
+            }
+        }
+        if let Some((_, actor)) = self.store.resolve_identity(&ctx.connector, reference).await? {
+            return Ok(Ok(actor));
+        }
+        Ok(Err(ToolError::UnresolvedReference {
+            tool: tool.to_owned(),
+            field: "subject".to_owned(),
+            reason: format!("no {} user id or actor id matches", ctx.connector),
+        }))
+    }
+
+    async fn eligible_here(&self, ctx: &TurnContext, revision: RevisionId) -> Result<bool, TurnError> {
+        let context = EligibilityContext::resolve(&self.store, ctx.agent, ctx.conversation).await?;
+        let verdicts = revision_verdicts(self.store.pool(), &context, &[revision]).await?;
+        Ok(verdicts.first().is_some_and(|v| v.rule.is_eligible()))
+    }
+
+    /// Whether amend/forget may touch `entry` from here. An entry whose current revision is not
+    /// eligible in this conversation is answered exactly like an unknown entry, so the tool
+    /// result reveals nothing about memories this audience may not see.
+    async fn entry_visible_here(&self, ctx: &TurnContext, entry: EntryId) -> Result<EntryVisibility, TurnError> {
+        let current: Option<(RevisionId,)> =
+            sqlx::query_as("SELECT current_revision_id FROM memory_entries WHERE id = $1 AND runtime_agent_id = $2")
+                .bind(entry)
+                .bind(ctx.agent)
+                .fetch_optional(self.store.pool())
+                .await?;
+        let Some((revision,)) = current else { return Ok(EntryVisibility::Unknown) };
+        let context = EligibilityContext::resolve(&self.store, ctx.agent, ctx.conversation).await?;
+        let verdict = revision_verdicts(self.store.pool(), &context, &[revision]).await?;
+        Ok(match verdict.first().map(|v| v.rule) {
+            Some(Rule::Eligible) => EntryVisibility::Visible,
+            Some(Rule::Forgotten) => EntryVisibility::Forgotten,
+            _ => EntryVisibility::Hidden,
+        })
+    }
+
+    /// Lineage of a write in this turn: the inbound message, every loaded history message and
+    /// every revision retrieved so far (including ones the turn later amended or forgot).
+    fn lineage(ctx: &TurnContext, history: &[HistoryMessage], state: &TurnState) -> Vec<SourceRef> {
+        std::iter::once(SourceRef::Message(ctx.inbound))
+            .chain(history.iter().map(|m| SourceRef::HistoryMessage(m.id)))
+            .chain(state.retrieved.iter().map(|r| SourceRef::RetrievedRevision(*r)))
+            .collect()
+    }
+
+    async fn execute(
+        &self,
+        ctx: &TurnContext,
+        history: &[HistoryMessage],
+        call: Resolved,
+        state: &mut TurnState,
+    ) -> Result<(&'static str, Value), TurnError> {
+        Ok(match call {
+            Resolved::Remember { body, subject, always_on } => {
+                let new = NewMemory {
+                    agent: ctx.agent,
+                    body,
+                    subject,
+                    source_actor: Some(ctx.sender),
+                    origin_conversation: Some(ctx.conversation),
+                    always_on,
+                    restriction: Restriction::None,
+                    sources: Self::lineage(ctx, history, state),
+                };
+                match self.store.create_entry(new).await {
+                    Ok(write) => {
+                        state.ledger.record_write(write.clone());
+                        ("committed", committed_json(&write))
+                    }
+                    Err(e) => store_failure(e)?,
+                }
+            }
+            Resolved::Recall { query, limit } => {
+                let mut request =
+                    SearchRequest::new(ctx.agent, ctx.conversation, Some(ctx.sender), query, RetrievalMode::Recall);
+                request.max_count = limit;
+                let outcome = self.retriever.search(&request).await?;
+                state.absorb(&outcome);
+                let mut result = outcome.recall_json();
+                result["status"] = json!("ok");
+                ("ok", result)
+            }
+            Resolved::Amend { entry, expected, body, subject } => match self.entry_visible_here(ctx, entry).await? {
+                EntryVisibility::Hidden | EntryVisibility::Unknown => {
+                    nothing_changed_json(entry, NothingChangedReason::UnknownEntry)
+                }
+                EntryVisibility::Forgotten => nothing_changed_json(entry, NothingChangedReason::AlreadyForgotten),
+                EntryVisibility::Visible => {
+                    let amendment = Amendment {
+                        agent: ctx.agent,
+                        entry,
+                        expected_revision: expected,
+                        body,
+                        subject,
+                        source_actor: Some(ctx.sender),
+                        sources: Self::lineage(ctx, history, state),
+                    };
+                    match self.store.amend_entry(amendment).await {
+                        Ok(outcome) => write_outcome(outcome, state),
+                        Err(e) => store_failure(e)?,
+                    }
+                }
+            },
+            Resolved::Forget { entry } => match self.entry_visible_here(ctx, entry).await? {
+                EntryVisibility::Hidden => nothing_changed_json(entry, NothingChangedReason::UnknownEntry),
+                _ => match self.store.forget_entry(ctx.agent, entry).await {
+                    Ok(outcome) => write_outcome(outcome, state),
+                    Err(e) => store_failure(e)?,
+                },
+            },
+            Resolved::Share { revision, rationale, target } => {
+                let new = NewSharingRequest {
+                    agent: ctx.agent,
+                    via_message: ctx.inbound,
+                    revision,
+                    target_conversation: target,
+                    rationale,
+                };
+                match sharing::create_request(&self.store, new).await {
+                    Ok(request_id) => {
+                        state
+                            .ledger
+                            .record_sharing_request(CommittedSharingRequest { request_id, revision_id: revision });
+                        (
+                            "pending",
+                            json!({
+                                "status": "pending",
+                                "request_id": request_id,
+                                "revision_id": revision,
+                                "note": "A PENDING request was created. Nothing has been shared: only the person who supplied this memory (through their own authenticated confirmation) or an operator can approve it.",
+                            }),
+                        )
+                    }
+                    Err(sharing::SharingError::Database(e)) => return Err(e.into()),
+                    Err(e) => {
+                        ("error", json!({"status": "error", "error": e.to_string(), "note": "Nothing was written."}))
+                    }
+                }
+            }
+        })
+    }
+}
+
+enum EntryVisibility {
+    Visible,
+    Forgotten,
+    Hidden,
+    Unknown,
+}
+
+fn log(round: u32, name: &str, status: &str, error: Option<String>) -> ToolCallLog {
+    ToolCallLog { round, name: name.chars().take(64).collect(), status: status.to_owned(), error }
+}
+
+fn reject_round(round: u32, calls: &[ToolCall], state: &mut TurnState, reason: impl Fn(usize) -> String) -> Vec<Value> {
+    calls
+        .iter()
+        .enumerate()
+        .map(|(i, call)| {
+            let error = reason(i);
+            state.tool_calls.push(log(round, &call.name, "rejected", Some(error.clone())));
+            json!({"status": "rejected", "error": error, "note": "Nothing was written in this round."})
+        })
+        .collect()
+}
+
+fn committed_json(write: &crate::store::CommittedWrite) -> Value {
+    json!({
+        "status": "committed",
+        "operation": write.operation,
+        "entry_id": write.entry_id,
+        "revision_id": write.revision_id,
+        "revision_number": write.revision_number,
+        "subject_changed": write.subject_changed,
+    })
+}
+
+fn nothing_changed_json(entry: EntryId, reason: NothingChangedReason) -> (&'static str, Value) {
+    let nothing = NothingChanged { entry_id: entry, reason };
+    (
+        "nothing_changed",
+        json!({
+            "status": "nothing_changed",
+            "entry_id": nothing.entry_id,
+            "reason": nothing.reason,
+            "note": "Nothing was written. Do not say this operation happened.",
+        }),
+    )
+}
+
+fn write_outcome(outcome: WriteOutcome, state: &mut TurnState) -> (&'static str, Value) {
+    match outcome {
+        WriteOutcome::Committed(write) => {
+            state.ledger.record_write(write.clone());
+            ("committed", committed_json(&write))
+        }
+        WriteOutcome::NothingChanged(n) => nothing_changed_json(n.entry_id, n.reason),
+    }
+}
+
+/// A store refusal becomes a tool error result (nothing was written); a database failure ends
+/// the turn.
+fn store_failure(error: StoreError) -> Result<(&'static str, Value), TurnError> {
+    match error {
+        StoreError::Database(e) => Err(TurnError::Database(e)),
+        other => Ok(("error", json!({"status": "error", "error": other.to_string(), "note": "Nothing was written."}))),
+    }
+}
+
+/// The revisions the delivery recheck must find unchanged: every used revision, except those of
+/// entries the turn itself amended or forgot (the reply may acknowledge its own committed write),
+/// plus the revisions those amendments produced.
+fn revisions_to_recheck(prepared: &PreparedTurn) -> Vec<RevisionId> {
+    let changed: BTreeSet<EntryId> = prepared.ledger.entries_changed().into_iter().collect();
+    let mut revisions: Vec<RevisionId> =
+        prepared.used.iter().filter(|(entry, _)| !changed.contains(entry)).map(|(_, r)| *r).collect();
+    let forgotten: BTreeSet<EntryId> = prepared
+        .ledger
+        .writes
+        .iter()
+        .filter(|w| w.operation == crate::store::WriteOperation::Forget)
+        .map(|w| w.entry_id)
+        .collect();
+    // The latest amendment of each entry not forgotten later in the turn.
+    let mut latest: Vec<(EntryId, RevisionId)> = Vec::new();
+    for w in prepared.ledger.writes.iter().filter(|w| w.operation == crate::store::WriteOperation::Amend) {
+        latest.retain(|(e, _)| *e != w.entry_id);
+        latest.push((w.entry_id, w.revision_id));
+    }
+    revisions.extend(latest.into_iter().filter(|(e, _)| !forgotten.contains(e)).map(|(_, r)| r));
+    revisions
+}

@@ -1,0 +1,108 @@
+//! The committed ledger: the authoritative list of durable operations of one turn, built only
+//! from the store's return values ([`CommittedWrite`]) and from committed sharing requests, never
+//! from what the model asked for. It is injected as a developer-role message before the reply.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{EntryId, RevisionId};
+use crate::privacy::sharing::SharingRequestId;
+use crate::store::{CommittedWrite, WriteOperation};
+
+/// A pending sharing request the turn created (a durable row, but no grant).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommittedSharingRequest {
+    /// The request row.
+    pub request_id: SharingRequestId,
+    /// The revision it proposes to release.
+    pub revision_id: RevisionId,
+}
+
+/// Everything that committed in a turn, in commit order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ledger {
+    /// Memory writes (create, amend, forget) exactly as the store returned them.
+    pub writes: Vec<CommittedWrite>,
+    /// Pending sharing requests created.
+    pub sharing_requests: Vec<CommittedSharingRequest>,
+}
+
+impl Ledger {
+    /// Records a committed memory write.
+    pub fn record_write(&mut self, write: CommittedWrite) {
+        self.writes.push(write);
+    }
+
+    /// Records a committed sharing request.
+    pub fn record_sharing_request(&mut self, request: CommittedSharingRequest) {
+        self.sharing_requests.push(request);
+    }
+
+    /// Whether nothing committed.
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty() && self.sharing_requests.is_empty()
+    }
+
+    /// Whether an operation of this kind committed.
+    pub fn has(&self, operation: WriteOperation) -> bool {
+        self.writes.iter().any(|w| w.operation == operation)
+    }
+
+    /// Whether an amend that changed the subject committed (the only licence for "re-attributed").
+    pub fn has_reattribution(&self) -> bool {
+        self.writes.iter().any(|w| w.operation == WriteOperation::Amend && w.subject_changed)
+    }
+
+    /// Entries the turn itself amended or forgot: their earlier revisions, used by the reply,
+    /// changed because of this turn, which the reply may acknowledge.
+    pub fn entries_changed(&self) -> Vec<EntryId> {
+        self.writes.iter().filter(|w| w.operation != WriteOperation::Create).map(|w| w.entry_id).collect()
+    }
+
+    /// The developer-role instruction: the complete list plus the explicit prohibitions.
+    pub fn developer_message(&self) -> String {
+        let mut text =
+            String::from("COMMITTED LEDGER (authoritative; written by the runtime from the database's own results).\n");
+        if self.is_empty() {
+            text.push_str("No durable operation has committed in this turn.\n");
+        } else {
+            text.push_str("These durable operations committed in this turn, and nothing else:\n");
+        }
+        for w in &self.writes {
+            let what = match w.operation {
+                WriteOperation::Create => "created new memory entry".to_owned(),
+                WriteOperation::Amend if w.subject_changed => "amended (subject changed) entry".to_owned(),
+                WriteOperation::Amend => "amended (body only, subject unchanged) entry".to_owned(),
+                WriteOperation::Forget => "forgot entry".to_owned(),
+            };
+            text.push_str(&format!(
+                "- {what} {} -> revision {} (number {})\n",
+                w.entry_id, w.revision_id, w.revision_number
+            ));
+        }
+        for r in &self.sharing_requests {
+            text.push_str(&format!(
+                "- created PENDING sharing request {} for revision {} (nothing has been shared; it awaits the source person's or an operator's approval)\n",
+                r.request_id, r.revision_id
+            ));
+        }
+        text.push_str("Rules for your reply:\n");
+        text.push_str("- Describe only the operations listed above. Do not claim any other durable change.\n");
+        if !self.has(WriteOperation::Amend) && !self.has(WriteOperation::Forget) {
+            text.push_str("- Nothing was superseded, replaced or marked as superseded: do not say so.\n");
+        }
+        if !self.has_reattribution() {
+            text.push_str("- Nothing was re-attributed: no subject changed. Do not say so.\n");
+        }
+        if !self.has(WriteOperation::Forget) {
+            text.push_str("- Nothing was deleted or forgotten: do not say so.\n");
+        }
+        if !self.has(WriteOperation::Create) && !self.has(WriteOperation::Amend) {
+            text.push_str("- Nothing was stored, saved, remembered or updated: do not say so.\n");
+        }
+        text.push_str(
+            "- Memories are never stored anonymously: the speaker is always recorded as the source. Never claim anonymous storage.\n",
+        );
+        text.push_str("- A tool result saying nothing changed means nothing changed.\n");
+        text
+    }
+}

@@ -1,0 +1,125 @@
+//! The local all-MiniLM-L6-v2 embedder (feature `local-embedder`; Cargo.toml marks this test
+//! target `required-features`, so it is built only with the feature):
+//!
+//!     scripts/setup-embedder.sh
+//!     cargo test --features local-embedder --test semantic_local
+//!
+//! The reference vectors in `tests/semantic_fixtures/minilm_reference.json` come from an
+//! independent numpy implementation of BERT (`tests/semantic_fixtures/minilm_reference.py`) over
+//! the same weights. A missing model fails loudly: it is never a skip.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{test_db, World};
+use mesh_memory::retrieval::{RetrievalConfig, RetrievalMode, Retriever, SearchRequest};
+use mesh_memory::semantic::local::{default_model_dir, LocalMiniLm, LOCAL_DIMENSION, LOCAL_MODEL_ID};
+use mesh_memory::semantic::{Embedder, IndexWorker, PgVectorIndex, WorkerConfig};
+use mesh_memory::store::Topology;
+
+fn model() -> LocalMiniLm {
+    let dir = default_model_dir().unwrap_or_else(|| {
+        panic!(
+            "\n==== all-MiniLM-L6-v2 is not installed: run scripts/setup-embedder.sh \
+             (or set MESH_EMBEDDER_MODEL_DIR) before `cargo test --features local-embedder` ====\n"
+        )
+    });
+    LocalMiniLm::load(&dir).unwrap_or_else(|e| panic!("loading the model from {}: {e}", dir.display()))
+}
+
+#[derive(serde::Deserialize)]
+struct Reference {
+    sentences: Vec<ReferenceSentence>,
+}
+
+#[derive(serde::Deserialize)]
+struct ReferenceSentence {
+    text: String,
+    embedding: Vec<f64>,
+}
+
+fn reference() -> Reference {
+    serde_json::from_str(include_str!("semantic_fixtures/minilm_reference.json")).unwrap()
+}
+
+fn max_abs_diff(a: &[f32], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (f64::from(*x) - y).abs()).fold(0.0, f64::max)
+}
+
+#[tokio::test]
+async fn the_local_embedder_reproduces_reference_vectors_to_1e_4() {
+    let model = model();
+    assert_eq!(model.info().model, LOCAL_MODEL_ID);
+    assert_eq!(model.info().dimension, LOCAL_DIMENSION);
+    let reference = reference();
+    assert_eq!(reference.sentences.len(), 2);
+    let texts: Vec<String> = reference.sentences.iter().map(|s| s.text.clone()).collect();
+
+    // One at a time, and as a batch (padded to the longest member, padding masked out).
+    for sentence in &reference.sentences {
+        let single = model.embed(std::slice::from_ref(&sentence.text)).await.unwrap();
+        let diff = max_abs_diff(&single[0], &sentence.embedding);
+        assert!(diff < 1e-4, "{:?}: max difference {diff}", sentence.text);
+    }
+    let batch = model.embed(&texts).await.unwrap();
+    for (vector, sentence) in batch.iter().zip(&reference.sentences) {
+        let diff = max_abs_diff(vector, &sentence.embedding);
+        assert!(diff < 1e-4, "batched {:?}: max difference {diff}", sentence.text);
+        let norm: f32 = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-5);
+    }
+}
+
+#[tokio::test]
+async fn long_inputs_are_truncated_at_256_tokens_not_128() {
+    let model = model();
+    // 300 distinct-ish words: beyond 256 tokens. Changing a word at position ~200 (after the
+    // package's fixed 128 but before 256) must change the vector; one at ~290 must not.
+    let words: Vec<String> = (0..300).map(|i| format!("word{}", i % 50)).collect();
+    let base = words.join(" ");
+    let mut early = words.clone();
+    early[60] = "elephant".into();
+    let mut late = words.clone();
+    late[290] = "elephant".into();
+    let vectors = model.embed(&[base, early.join(" "), late.join(" ")]).await.unwrap();
+    let differs = |a: &[f32], b: &[f32]| a.iter().zip(b).any(|(x, y)| (x - y).abs() > 1e-6);
+    assert!(differs(&vectors[0], &vectors[1]), "a token inside the first 256 matters");
+    assert!(!differs(&vectors[0], &vectors[2]), "tokens past 256 are truncated");
+}
+
+#[tokio::test]
+async fn a_paraphrase_finds_the_tabs_preference_with_semantic_on_and_not_with_lexical_alone() {
+    let db = test_db().await;
+    let mut w = World::new(&db.store, "agent").await;
+    let victor = w.person("Victor", "U1").await;
+    let ana = w.person("Ana", "U2").await;
+    let eng = w.conversation("C-eng", Topology::Channel, &[&victor, &ana]).await;
+    // No word of the memory shares a lexeme with the question.
+    let (_, tabs) =
+        w.remember(eng, &victor, Some(victor.actor), "Our chief technology officer wants tabs, never spaces.").await;
+    w.remember(eng, &ana, Some(ana.actor), "Ana's favourite food is sushi.").await;
+    w.remember(eng, &ana, None, "The deploy train leaves every Friday afternoon.").await;
+    w.remember(eng, &ana, None, "The office plants get watered on Mondays.").await;
+
+    let embedder: Arc<dyn Embedder> = Arc::new(model());
+    let report = IndexWorker::new(db.pool.clone(), embedder.clone(), WorkerConfig::default()).drain().await.unwrap();
+    assert_eq!(report.embedded, 4);
+
+    let question = "which indentation style does the CTO like?";
+    let request = SearchRequest::new(w.agent, eng, Some(ana.actor), question, RetrievalMode::Recall);
+
+    let lexical_only = Retriever::new(db.store.clone(), RetrievalConfig::default());
+    let without = lexical_only.search(&request).await.unwrap();
+    assert!(!without.used_revisions().contains(&tabs), "lexical alone cannot find the paraphrase");
+
+    let hybrid = Retriever::new(db.store.clone(), RetrievalConfig::default())
+        .with_semantic_index(Arc::new(PgVectorIndex::new(embedder)));
+    let with = hybrid.search(&request).await.unwrap();
+    assert!(with.degradation_categories.is_empty(), "{:?}", with.degradation_categories);
+    let first = with.selections.first().expect("semantic search selects something");
+    assert_eq!(first.revision_id, tabs, "the tabs preference ranks first: {:?}", with.selections);
+    let semantic = first.components.semantic.expect("a semantic rank in the components");
+    assert_eq!(semantic.rank, 1);
+}

@@ -1,0 +1,213 @@
+// Real-window end-to-end suite of the operator console: the built Tauri app under Xvfb, driven
+// by tauri-driver + WebKitWebDriver over the W3C WebDriver protocol, against a real seeded
+// PostgreSQL (see scripts/test-console.sh, which seeds it and runs this under xvfb-run).
+//
+// Environment: CONSOLE_APP (app binary), TAURI_DRIVER (tauri-driver binary), FIXTURE (the
+// e2e_fixture binary, for SQL checks), FIXTURE_JSON (ids printed by `e2e_fixture seed`),
+// SCREENSHOT_DIR (where each view's screenshot goes; taken with `import -window root`).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+
+const APP = process.env.CONSOLE_APP;
+const DRIVER = process.env.TAURI_DRIVER;
+const FIXTURE = process.env.FIXTURE;
+const ids = JSON.parse(process.env.FIXTURE_JSON ?? "{}");
+const SHOTS = process.env.SCREENSHOT_DIR ?? "target/console-screenshots";
+const PORT = 4444;
+const BASE = `http://127.0.0.1:${PORT}`;
+const OPERATOR = "ops_alice";
+const OPERATOR_PASSWORD = "correct-horse-battery";
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function wd(method, path, body) {
+  const response = await fetch(`${BASE}${path}`, {
+    method,
+    headers: { "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const json = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    throw new Error(`${method} ${path} -> ${response.status}: ${JSON.stringify(json.value ?? json).slice(0, 400)}`);
+  }
+  return json.value;
+}
+
+const ELEMENT = "element-6066-11e4-a52e-4f735466cecf";
+let session;
+
+async function waitFor(what, probe, timeoutMs = 20000) {
+  const deadline = Date.now() + timeoutMs;
+  let lastError;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value) return value;
+    } catch (err) {
+      lastError = err;
+    }
+    await sleep(250);
+  }
+  throw new Error(`timed out waiting for ${what}${lastError ? `: ${lastError.message}` : ""}`);
+}
+
+async function find(css, timeoutMs) {
+  return waitFor(css, async () => {
+    const found = await wd("POST", `/session/${session}/elements`, { using: "css selector", value: css });
+    return found.length ? found[0][ELEMENT] : null;
+  }, timeoutMs);
+}
+
+async function count(css) {
+  const found = await wd("POST", `/session/${session}/elements`, { using: "css selector", value: css });
+  return found.length;
+}
+
+const click = async (css) => wd("POST", `/session/${session}/element/${await find(css)}/click`, {});
+const type = async (css, text) => wd("POST", `/session/${session}/element/${await find(css)}/value`, { text });
+const text = async (css) => wd("GET", `/session/${session}/element/${await find(css)}/text`);
+const script = (source, args = []) => wd("POST", `/session/${session}/execute/sync`, { script: source, args });
+
+async function waitText(css, expected) {
+  return waitFor(`${css} to contain ${expected}`, async () => ((await text(css)).includes(expected) ? true : null));
+}
+
+/** Chooses an option of a React-controlled <select> the way a user's choice would. */
+async function choose(css, value) {
+  await find(css);
+  await script(
+    `const el = document.querySelector(arguments[0]);
+     const setter = Object.getOwnPropertyDescriptor(HTMLSelectElement.prototype, "value").set;
+     setter.call(el, arguments[1]);
+     el.dispatchEvent(new Event("change", { bubbles: true }));`,
+    [css, value],
+  );
+}
+
+function screenshot(name) {
+  mkdirSync(SHOTS, { recursive: true });
+  execFileSync("import", ["-window", "root", join(SHOTS, `${name}.png`)]);
+}
+
+function sqlGrant(requestId) {
+  return JSON.parse(execFileSync(FIXTURE, ["grant", requestId], { encoding: "utf8" }).trim().split("\n").pop());
+}
+
+test("operator console, end to end in a real window", { timeout: 240000 }, async (t) => {
+  assert.ok(APP && DRIVER && FIXTURE && ids.request_id, "CONSOLE_APP, TAURI_DRIVER, FIXTURE and FIXTURE_JSON are required");
+  const driver = spawn(DRIVER, ["--port", String(PORT)], { stdio: ["ignore", "inherit", "inherit"] });
+  t.after(async () => {
+    if (session) await wd("DELETE", `/session/${session}`).catch(() => {});
+    driver.kill("SIGTERM");
+  });
+  await waitFor("tauri-driver", async () => (await fetch(`${BASE}/status`)).ok, 30000);
+  const created = await wd("POST", "/session", {
+    capabilities: { alwaysMatch: { "tauri:options": { application: APP } } },
+  });
+  session = created.sessionId;
+
+  await t.test("first run creates the operator role and signs in", async () => {
+    await find('form[aria-label="Create operator role"]', 60000);
+    await type('input[name="role"]', OPERATOR);
+    await type('input[name="password"]', OPERATOR_PASSWORD);
+    await type('input[name="confirm"]', OPERATOR_PASSWORD);
+    screenshot("01-first-run-sign-in");
+    await click('button[type="submit"]');
+    await waitText('[data-testid="session-role"]', OPERATOR);
+    assert.match(await text('[data-testid="session-role"]'), /operator/);
+  });
+
+  await t.test("memory browser lists the seeded entries", async () => {
+    await find('[data-testid="memory-table"] tbody tr');
+    assert.ok((await count('[data-testid="memory-table"] tbody tr')) >= 8);
+    screenshot("02-memory-browser");
+  });
+
+  await t.test("an entry's revision history shows the body diff", async () => {
+    await type('[data-testid="memory-search"]', ids.amended_entry);
+    await waitFor("filtered list", async () => (await count('[data-testid="memory-table"] tbody tr')) === 1);
+    await click(`tr[data-row-id="${ids.amended_entry}"]`);
+    await find('[data-testid="revision-2"]');
+    const diff = await text('[data-testid="revision-2"] [data-testid="body-diff"]');
+    assert.match(diff, /platform/);
+    assert.ok((await count('[data-testid="revision-2"] ins')) > 0, "additions are marked");
+    screenshot("03-entry-history");
+  });
+
+  await t.test("its lineage graph shows sources with audience evidence", async () => {
+    await click('[data-testid="tab-lineage"]');
+    await waitFor("graph nodes", async () => (await count('[data-testid="lineage-graph"] .react-flow__node')) >= 2);
+    const lineage = await text('ul[aria-label="Lineage sources"]');
+    assert.match(lineage, /audience: /);
+    await sleep(500);
+    screenshot("04-entry-lineage");
+  });
+
+  await t.test("a retrieval event shows its score components", async () => {
+    await click('[data-testid="nav-events"]');
+    await click(`tr[data-row-id="${ids.event_id}"]`);
+    await find('[data-testid="event-detail"]');
+    await waitFor("chart bars", async () => (await count('[data-testid="score-chart"] rect')) > 0);
+    screenshot("05-retrieval-event");
+  });
+
+  await t.test("explain names the deciding rule", async () => {
+    await click('[data-testid="nav-explain"]');
+    await waitFor("entry options", async () => (await count('[data-testid="explain-entry"] option')) > 1);
+    await waitFor("conversation options", async () => (await count('[data-testid="explain-conversation"] option')) > 1);
+    await choose('[data-testid="explain-entry"]', ids.withheld_entry);
+    await choose('[data-testid="explain-conversation"]', ids.engineering);
+    await click('section[aria-labelledby="explain-title"] button[type="submit"]');
+    await waitText('[data-testid="explain-verdict"]', "unknown_evidence");
+    screenshot("06-explain");
+  });
+
+  await t.test("evidence review lists the withheld revision", async () => {
+    await click('[data-testid="nav-review"]');
+    await find('[data-testid="review-table"] tbody tr');
+    assert.match(await text('[data-testid="review-table"]'), /budget review/);
+    screenshot("07-evidence-review");
+  });
+
+  await t.test("the operator approves the pending request; SQL records the role", async () => {
+    await click('[data-testid="nav-sharing"]');
+    const card = `[data-testid="request-${ids.request_id}"]`;
+    await find(card);
+    assert.ok((await text(`${card} [data-testid="proposed-audience"]`)).length > 0);
+    await type(`${card} [data-testid="decision-reason"]`, "Alex asked for this in a direct message; verified.");
+    screenshot("08-sharing-queue");
+    await click(`${card} [data-testid="approve"]`);
+    await waitText('[data-testid="decision-result"]', `approved by ${OPERATOR}`);
+    screenshot("09-sharing-approved");
+    const grant = sqlGrant(ids.request_id);
+    assert.ok(grant, "a live grant exists for the request");
+    assert.equal(grant.approved_by_role, OPERATOR);
+    assert.equal(grant.operator_log_role, OPERATOR);
+    assert.equal(grant.authority, "operator_approval");
+    assert.ok(grant.audience.length > 0);
+  });
+
+  await t.test("dark theme renders", async () => {
+    await click('button[aria-label="Toggle light and dark theme"]');
+    await waitFor("dark theme", async () => (await script("return document.documentElement.dataset.theme")) === "dark");
+    await click('[data-testid="nav-memory"]');
+    await find('[data-testid="memory-table"] tbody tr');
+    screenshot("10-dark-theme");
+  });
+
+  await t.test("a role without operator rights can browse but not approve, and is told why", async () => {
+    await click("header.topbar button:last-child");
+    await find('form[aria-label="Sign in"]');
+    await type('input[name="role"]', ids.reader_role);
+    await type('input[name="password"]', ids.reader_password);
+    await click('button[type="submit"]');
+    await waitText('[data-testid="session-role"]', "read-only");
+    await find('[data-testid="memory-table"] tbody tr');
+    await click('[data-testid="nav-sharing"]');
+    await waitText('[data-testid="approve-limitation"]', "not a member of mesh_operator");
+    screenshot("11-read-only-role");
+  });
+});

@@ -1,0 +1,154 @@
+import { useCallback, useEffect, useState } from "react";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { commands, type Session } from "./api";
+import { ErrorNote, Loading } from "./components/Status";
+import { SignIn } from "./views/SignIn";
+import { MemoryBrowser } from "./views/MemoryBrowser";
+import { EntryDetailView } from "./views/EntryDetail";
+import { RetrievalEvents } from "./views/RetrievalEvents";
+import { ExplainView } from "./views/Explain";
+import { SharingQueue } from "./views/SharingQueue";
+import { EvidenceReview } from "./views/EvidenceReview";
+
+export type View = "memory" | "events" | "explain" | "sharing" | "review";
+
+const NAV: { view: View; label: string; key: string }[] = [
+  { view: "memory", label: "Memory", key: "1" },
+  { view: "events", label: "Retrieval events", key: "2" },
+  { view: "explain", label: "Explain", key: "3" },
+  { view: "sharing", label: "Sharing requests", key: "4" },
+  { view: "review", label: "Evidence review", key: "5" },
+];
+
+type Theme = "light" | "dark";
+
+function initialTheme(): Theme {
+  const saved = localStorage.getItem("mesh-theme");
+  if (saved === "light" || saved === "dark") return saved;
+  return window.matchMedia?.("(prefers-color-scheme: dark)").matches ? "dark" : "light";
+}
+
+function useTheme(): [Theme, () => void] {
+  const [theme, setTheme] = useState<Theme>(initialTheme);
+  useEffect(() => {
+    document.documentElement.dataset.theme = theme;
+    localStorage.setItem("mesh-theme", theme);
+  }, [theme]);
+  return [theme, () => setTheme((t) => (t === "dark" ? "light" : "dark"))];
+}
+
+export function App() {
+  const status = useQuery({ queryKey: ["status"], queryFn: () => commands.consoleStatus() });
+  const [theme, toggleTheme] = useTheme();
+
+  if (status.isPending) return <Loading what="console" />;
+  if (status.isError) return <ErrorNote error={status.error} onRetry={() => status.refetch()} />;
+  if (status.data.database_error) {
+    return (
+      <main className="signin">
+        <div className="card signin-card">
+          <h1>Mesh Memory Console</h1>
+          <ErrorNote error={status.data.database_error} />
+          <p className="muted">
+            Set DATABASE_URL to a reachable PostgreSQL, or run <code>scripts/setup.sh</code> for the embedded one.
+          </p>
+        </div>
+      </main>
+    );
+  }
+  if (!status.data.session) return <SignIn status={status.data} />;
+  return <Shell session={status.data.session} theme={theme} toggleTheme={toggleTheme} />;
+}
+
+function Shell({ session, theme, toggleTheme }: { session: Session; theme: Theme; toggleTheme: () => void }) {
+  const queryClient = useQueryClient();
+  const [view, setView] = useState<View>("memory");
+  const [entryId, setEntryId] = useState<string | null>(null);
+  const signOut = useMutation({
+    mutationFn: () => commands.signOut(),
+    onSuccess: () => queryClient.invalidateQueries(),
+  });
+
+  const openEntry = useCallback((id: string) => {
+    setEntryId(id);
+    setView("memory");
+  }, []);
+
+  useEffect(() => {
+    const onKey = (event: KeyboardEvent) => {
+      const target = event.target as HTMLElement | null;
+      const typing = target && ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName);
+      if (typing || event.ctrlKey || event.metaKey || event.altKey) return;
+      const item = NAV.find((n) => n.key === event.key);
+      if (item) {
+        event.preventDefault();
+        setView(item.view);
+        if (item.view !== "memory") setEntryId(null);
+      } else if (event.key === "Escape") {
+        setEntryId(null);
+      }
+    };
+    window.addEventListener("keydown", onKey);
+    return () => window.removeEventListener("keydown", onKey);
+  }, []);
+
+  return (
+    <div className="shell">
+      <header className="topbar">
+        <span className="brand">Mesh Memory Console</span>
+        <span className="session" data-testid="session-role">
+          Signed in as <strong>{session.role}</strong>
+          {session.can_approve ? (
+            <span className="badge ok">operator</span>
+          ) : (
+            <span className="badge warn" title={session.limitation ?? undefined}>
+              read-only
+            </span>
+          )}
+        </span>
+        <button type="button" className="ghost" onClick={toggleTheme} aria-label="Toggle light and dark theme">
+          {theme === "dark" ? "☀ Light" : "☾ Dark"}
+        </button>
+        <button type="button" className="ghost" onClick={() => signOut.mutate()}>
+          Sign out
+        </button>
+      </header>
+      <nav className="sidebar" aria-label="Views">
+        {NAV.map((n) => (
+          <button
+            key={n.view}
+            type="button"
+            className={n.view === view ? "nav active" : "nav"}
+            aria-current={n.view === view ? "page" : undefined}
+            data-testid={`nav-${n.view}`}
+            onClick={() => {
+              setView(n.view);
+              if (n.view !== "memory") setEntryId(null);
+            }}
+          >
+            <span>{n.label}</span>
+            <kbd>{n.key}</kbd>
+          </button>
+        ))}
+        <p className="hint">Keys 1–5 switch views, arrows move in lists, Enter opens, Esc closes.</p>
+      </nav>
+      <main className="content">
+        {!session.can_approve && session.limitation && view === "sharing" && (
+          <div className="notice" role="note" data-testid="approve-limitation">
+            {session.limitation}
+          </div>
+        )}
+        {view === "memory" &&
+          (entryId ? (
+            <EntryDetailView entryId={entryId} onClose={() => setEntryId(null)} onOpenEntry={openEntry} />
+          ) : (
+            <MemoryBrowser onOpen={openEntry} />
+          ))}
+        {view === "events" && <RetrievalEvents onOpenEntry={openEntry} />}
+        {view === "explain" && <ExplainView />}
+        {view === "sharing" && <SharingQueue session={session} onOpenEntry={openEntry} />}
+        {view === "review" && <EvidenceReview onOpenEntry={openEntry} />}
+      </main>
+    </div>
+  );
+}

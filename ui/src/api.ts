@@ -1,0 +1,33 @@
+// One place that talks to the command layer. Views call `commands` (generated bindings) through
+// TanStack Query; errors thrown by commands are ConsoleError values ({ kind, message }) or, for
+// framework failures, plain strings.
+import type { ConsoleError } from "./bindings";
+
+export { commands } from "./bindings";
+export type * from "./bindings";
+
+/** The message to show for anything a command threw. */
+export function errorMessage(error: unknown): string {
+  if (typeof error === "string") return error;
+  if (error && typeof error === "object" && "message" in error) {
+    return String((error as ConsoleError).message);
+  }
+  return "Unexpected error";
+}
+
+/** Whether the error means the session is gone (the app returns to sign-in). */
+export function isSignedOut(error: unknown): boolean {
+  return !!error && typeof error === "object" && (error as ConsoleError).kind === "not_signed_in";
+}
+
+/** Short, stable display of a UUID. */
+export function shortId(id: string): string {
+  return id.length > 13 ? `${id.slice(0, 8)}…${id.slice(-4)}` : id;
+}
+
+/** Local date-time for RFC 3339 strings. */
+export function when(rfc3339: string | null | undefined): string {
+  if (!rfc3339) return "—";
+  const d = new Date(rfc3339);
+  return Number.isNaN(d.getTime()) ? rfc3339 : d.toLocaleString();
+}

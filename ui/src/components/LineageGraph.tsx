@@ -1,0 +1,92 @@
+import { useMemo } from "react";
+import { Background, Controls, ReactFlow, type Edge, type Node } from "@xyflow/react";
+import type { EntryDetail, Revision, Source } from "../api";
+
+function evidenceText(source: Source): string {
+  return source.evidence.state === "known"
+    ? `audience: ${source.evidence.labels.join(", ") || "(nobody)"}`
+    : "audience UNKNOWN";
+}
+
+/**
+ * The lineage of one revision as a graph: every source (messages, parent revisions, retrieved
+ * memories) on the left, the revision on the right, each edge labelled with that source's
+ * audience evidence. Unknown evidence is drawn in the warning colour.
+ */
+export function LineageGraph({ detail, revision }: { detail: EntryDetail; revision: Revision }) {
+  const { nodes, edges } = useMemo(() => {
+    const messages = new Map(detail.messages.map((m) => [m.id, m]));
+    const linked = new Map(detail.linked_revisions.map((r) => [r.id, r]));
+    const nodes: Node[] = [];
+    const edges: Edge[] = [];
+    const gap = 120;
+    const top = Math.max(0, ((revision.sources.length - 1) * gap) / 2);
+    nodes.push({
+      id: `rev-${revision.id}`,
+      position: { x: 520, y: top },
+      data: { label: `Revision ${revision.revision_number} (${revision.operation})\n${revision.body.slice(0, 90)}` },
+      className: "flow-node revision",
+      sourcePosition: undefined,
+    });
+    revision.sources.forEach((source, index) => {
+      let label: string;
+      if (source.message_id) {
+        const m = messages.get(source.message_id);
+        label = m
+          ? `${source.kind === "message" ? "Message" : "History message"} · ${m.conversation_title}\n${m.sender_name}${
+              m.authenticated ? " ✓" : ""
+            }: “${m.excerpt.slice(0, 70)}”`
+          : `Message ${source.message_id.slice(0, 8)}`;
+      } else {
+        const r = source.parent_revision_id ? linked.get(source.parent_revision_id) : undefined;
+        const what = source.kind === "parent_revision" ? "Parent revision" : "Retrieved memory";
+        label = r ? `${what} · rev ${r.revision_number}\n${r.body_preview.slice(0, 70)}` : what;
+      }
+      const unknown = source.evidence.state !== "known";
+      nodes.push({
+        id: `src-${source.id}`,
+        position: { x: 0, y: index * gap },
+        data: { label },
+        className: `flow-node ${unknown ? "unknown" : "known"}`,
+      });
+      edges.push({
+        id: `edge-${source.id}`,
+        source: `src-${source.id}`,
+        target: `rev-${revision.id}`,
+        label: evidenceText(source),
+        className: unknown ? "edge-unknown" : "edge-known",
+        animated: unknown,
+      });
+    });
+    return { nodes, edges };
+  }, [detail, revision]);
+
+  return (
+    <div className="graph" data-testid="lineage-graph" aria-label={`Lineage graph of revision ${revision.revision_number}`}>
+      <ReactFlow
+        nodes={nodes}
+        edges={edges}
+        fitView
+        nodesDraggable={false}
+        nodesConnectable={false}
+        proOptions={{ hideAttribution: true }}
+      >
+        <Background />
+        <Controls showInteractive={false} />
+      </ReactFlow>
+    </div>
+  );
+}
+
+/** The same lineage as a list, for reading and for assistive technology. */
+export function LineageList({ revision }: { revision: Revision }) {
+  return (
+    <ul className="lineage-list" aria-label="Lineage sources">
+      {revision.sources.map((s) => (
+        <li key={s.id} className={s.evidence.state === "known" ? "known" : "unknown"}>
+          <strong>{s.kind.replace("_", " ")}</strong> — {evidenceText(s)} <span className="muted">({s.evidence_basis})</span>
+        </li>
+      ))}
+    </ul>
+  );
+}

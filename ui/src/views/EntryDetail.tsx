@@ -1,0 +1,130 @@
+import { useState } from "react";
+import { useQuery } from "@tanstack/react-query";
+import { commands, shortId, when, type EntryDetail, type Revision } from "../api";
+import { diffWords } from "../diff";
+import { ErrorNote, Loading } from "../components/Status";
+import { LineageGraph, LineageList } from "../components/LineageGraph";
+
+function BodyDiff({ before, after }: { before: string; after: string }) {
+  return (
+    <p className="diff" data-testid="body-diff">
+      {diffWords(before, after).map((part, i) =>
+        part.kind === "same" ? (
+          <span key={i}>{part.text}</span>
+        ) : part.kind === "added" ? (
+          <ins key={i}>{part.text}</ins>
+        ) : (
+          <del key={i}>{part.text}</del>
+        ),
+      )}
+    </p>
+  );
+}
+
+function RevisionCard({ revision, previous, current }: { revision: Revision; previous?: Revision; current: boolean }) {
+  const subjectChanged = previous && previous.subject_label !== revision.subject_label;
+  return (
+    <article className="card revision" data-testid={`revision-${revision.revision_number}`}>
+      <header>
+        <strong>Revision {revision.revision_number}</strong> <span className="badge">{revision.operation}</span>
+        {current && <span className="badge ok">current</span>}
+        <span className="muted"> {when(revision.created_at)} · <code>{shortId(revision.id)}</code></span>
+      </header>
+      <dl>
+        <dt>Subject</dt>
+        <dd data-testid="subject-diff">
+          {subjectChanged ? (
+            <>
+              <del>{previous.subject_label ?? "unresolved"}</del> → <ins>{revision.subject_label ?? "unresolved"}</ins>
+            </>
+          ) : (
+            (revision.subject_label ?? <em>unresolved</em>)
+          )}
+        </dd>
+        <dt>Source</dt>
+        <dd>{revision.source_label ?? <em>system</em>}</dd>
+        <dt>Body</dt>
+        <dd>{previous ? <BodyDiff before={previous.body} after={revision.body} /> : <p>{revision.body}</p>}</dd>
+      </dl>
+    </article>
+  );
+}
+
+/** An entry: its revision history with diffs, and the lineage graph of a chosen revision. */
+export function EntryDetailView({
+  entryId,
+  onClose,
+}: {
+  entryId: string;
+  onClose: () => void;
+  onOpenEntry?: (id: string) => void;
+}) {
+  const detail = useQuery({ queryKey: ["entry", entryId], queryFn: () => commands.entryDetail(entryId) });
+  const [tab, setTab] = useState<"history" | "lineage">("history");
+  const [revisionId, setRevisionId] = useState<string | null>(null);
+
+  if (detail.isPending) return <Loading what="entry" />;
+  if (detail.isError) return <ErrorNote error={detail.error} onRetry={() => detail.refetch()} />;
+  const d: EntryDetail = detail.data;
+  const chosen = d.revisions.find((r) => r.id === (revisionId ?? d.current_revision_id)) ?? d.revisions[d.revisions.length - 1];
+
+  return (
+    <section aria-labelledby="entry-title" data-testid="entry-detail">
+      <div className="section-head">
+        <button type="button" className="ghost" onClick={onClose} aria-label="Back to memory list">
+          ← Back
+        </button>
+        <h2 id="entry-title">
+          Entry <code>{shortId(d.entry_id)}</code>
+        </h2>
+        <span className={`badge ${d.state === "live" ? "ok" : "muted"}`}>{d.state}</span>
+        {d.always_on && <span className="badge">always-on</span>}
+        {d.restriction !== "none" && <span className="badge">{d.restriction}</span>}
+      </div>
+      <div role="tablist" aria-label="Entry views" className="tabs">
+        <button
+          role="tab"
+          type="button"
+          aria-selected={tab === "history"}
+          data-testid="tab-history"
+          onClick={() => setTab("history")}
+        >
+          Revision history ({d.revisions.length})
+        </button>
+        <button
+          role="tab"
+          type="button"
+          aria-selected={tab === "lineage"}
+          data-testid="tab-lineage"
+          onClick={() => setTab("lineage")}
+        >
+          Lineage
+        </button>
+      </div>
+      {tab === "history" && (
+        <div role="tabpanel" aria-label="Revision history" data-testid="history-panel">
+          {[...d.revisions].reverse().map((r) => {
+            const previous = d.revisions.find((p) => p.revision_number === r.revision_number - 1);
+            return <RevisionCard key={r.id} revision={r} previous={previous} current={r.id === d.current_revision_id} />;
+          })}
+        </div>
+      )}
+      {tab === "lineage" && chosen && (
+        <div role="tabpanel" aria-label="Lineage" data-testid="lineage-panel">
+          <label className="inline">
+            Revision{" "}
+            <select value={chosen.id} onChange={(e) => setRevisionId(e.target.value)}>
+              {d.revisions.map((r) => (
+                <option key={r.id} value={r.id}>
+                  {r.revision_number} ({r.operation})
+                </option>
+              ))}
+            </select>
+          </label>
+          <LineageGraph detail={d} revision={chosen} />
+          <LineageList revision={chosen} />
+        </div>
+      )}
+    </section>
+  );
+}

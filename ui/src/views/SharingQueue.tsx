@@ -1,0 +1,143 @@
+import { useState } from "react";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { commands, errorMessage, shortId, when, type Session, type SharingRequest } from "../api";
+import { Empty, ErrorNote, Loading } from "../components/Status";
+
+function RequestCard({
+  request,
+  session,
+  onOpenEntry,
+}: {
+  request: SharingRequest;
+  session: Session;
+  onOpenEntry: (id: string) => void;
+}) {
+  const queryClient = useQueryClient();
+  const [reason, setReason] = useState("");
+  const decide = useMutation({
+    mutationFn: (approve: boolean) => commands.decideSharingRequest(request.id, approve, reason.trim()),
+    onSuccess: () => queryClient.invalidateQueries({ queryKey: ["sharing"] }),
+  });
+  const pending = request.state === "pending";
+  const blocked = !session.can_approve
+    ? (session.limitation ?? "This role may not decide sharing requests.")
+    : !request.revision_is_current
+      ? "The revision was amended or forgotten since the request; it can no longer be approved."
+      : null;
+  const reasonId = `reason-${request.id}`;
+  return (
+    <article className="card request" data-testid={`request-${request.id}`} aria-label={`Sharing request ${shortId(request.id)}`}>
+      <header>
+        <strong>Request {shortId(request.id)}</strong>{" "}
+        <span className={`badge ${pending ? "warn" : request.state === "approved" ? "ok" : "muted"}`}>{request.state}</span>
+        {!request.revision_is_current && <span className="badge danger">revision no longer current</span>}
+        <span className="muted"> {request.agent_name} · requested {when(request.created_at)}</span>
+      </header>
+      <dl className="facts">
+        <dt>Revision</dt>
+        <dd>
+          <button type="button" className="link" onClick={() => onOpenEntry(request.entry_id)}>
+            entry {shortId(request.entry_id)}, revision {request.revision_number}
+          </button>{" "}
+          (see its sources and evidence)
+        </dd>
+        <dt>Memory</dt>
+        <dd className="quote">{request.body}</dd>
+        <dt>Proposed audience</dt>
+        <dd data-testid="proposed-audience">{request.proposed_audience.join(", ") || "nobody"}</dd>
+        <dt>Requested by</dt>
+        <dd>
+          {request.requested_by} in {request.requested_in}
+          {request.target_conversation ? `, to share in ${request.target_conversation}` : ""}
+        </dd>
+        <dt>Rationale</dt>
+        <dd>{request.rationale}</dd>
+        {!pending && (
+          <>
+            <dt>Decision</dt>
+            <dd data-testid="decision">
+              {request.state} by <strong>{request.decided_by}</strong> {when(request.decided_at)} — {request.decision_reason}
+            </dd>
+          </>
+        )}
+      </dl>
+      {pending && (
+        <form
+          className="decide"
+          onSubmit={(e) => {
+            e.preventDefault();
+          }}
+        >
+          <label htmlFor={reasonId}>Reason (recorded with your role name)</label>
+          <textarea
+            id={reasonId}
+            value={reason}
+            onChange={(e) => setReason(e.target.value)}
+            rows={2}
+            maxLength={2000}
+            disabled={!!blocked && !session.can_approve}
+            data-testid="decision-reason"
+          />
+          {blocked && (
+            <p className="notice" role="note">
+              {blocked}
+            </p>
+          )}
+          <div className="buttons">
+            <button
+              type="button"
+              className="primary"
+              disabled={!!blocked || !reason.trim() || decide.isPending}
+              onClick={() => decide.mutate(true)}
+              data-testid="approve"
+            >
+              Approve
+            </button>
+            <button
+              type="button"
+              className="danger"
+              disabled={!session.can_approve || !reason.trim() || decide.isPending}
+              onClick={() => decide.mutate(false)}
+              data-testid="deny"
+            >
+              Deny
+            </button>
+          </div>
+          {decide.isError && <p className="error" role="alert">{errorMessage(decide.error)}</p>}
+        </form>
+      )}
+      {decide.data && (
+        <p className="success" role="status" data-testid="decision-result">
+          {decide.data.state} by {decide.data.decided_by}
+          {decide.data.grant_id ? `; grant ${shortId(decide.data.grant_id)} created` : ""}
+        </p>
+      )}
+    </article>
+  );
+}
+
+/** The sharing-request queue: pending requests to approve or deny, and the decided history. */
+export function SharingQueue({ session, onOpenEntry }: { session: Session; onOpenEntry: (id: string) => void }) {
+  const [state, setState] = useState("pending");
+  const requests = useQuery({ queryKey: ["sharing", state], queryFn: () => commands.sharingRequests(state) });
+  return (
+    <section aria-labelledby="sharing-title">
+      <div className="section-head">
+        <h2 id="sharing-title">Sharing requests</h2>
+        <label className="inline">
+          Show{" "}
+          <select value={state} onChange={(e) => setState(e.target.value)}>
+            <option value="pending">Pending</option>
+            <option value="approved">Approved</option>
+            <option value="denied">Denied</option>
+            <option value="all">All</option>
+          </select>
+        </label>
+      </div>
+      {requests.isPending && <Loading what="sharing requests" />}
+      {requests.isError && <ErrorNote error={requests.error} onRetry={() => requests.refetch()} />}
+      {requests.isSuccess && requests.data.length === 0 && <Empty>No {state === "all" ? "" : state} requests.</Empty>}
+      {requests.data?.map((r) => <RequestCard key={r.id} request={r} session={session} onOpenEntry={onOpenEntry} />)}
+    </section>
+  );
+}
