@@ -247,8 +247,12 @@ async fn repair_preserves_bodies_sources_restrictions_grants_and_transcripts() {
 }
 
 async fn login_role(db: &TestDb, operator: bool) -> (PgPool, String) {
+    login_role_in(db, if operator { Some("mesh_operator") } else { None }).await
+}
+
+async fn login_role_in(db: &TestDb, group: Option<&str>) -> (PgPool, String) {
     let name = format!("mm_role_{}", uuid::Uuid::new_v4().simple());
-    let membership = if operator { " IN ROLE mesh_operator" } else { "" };
+    let membership = group.map(|g| format!(" IN ROLE {g}")).unwrap_or_default();
     // Role names are generated here, never taken from input.
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE ROLE {name} LOGIN PASSWORD 'role-pw'{membership}")))
         .execute(&db.pool)
@@ -293,4 +297,49 @@ async fn operator_review_needs_an_operator_role_and_is_logged_with_its_name() {
     assert_eq!((role.as_str(), action.as_str()), (operator_name.as_str(), "review_source_evidence"));
     let again = review_source_evidence(&operator, source, &[legacy.priya.actor], "twice").await.unwrap_err();
     assert!(matches!(again, RepairError::NotReviewable(_)), "{again}");
+}
+
+#[tokio::test]
+async fn the_runtime_role_writes_memories_but_cannot_rewrite_provenance() {
+    let db = test_db().await;
+    let legacy = legacy_thread(&db, "C-OLD").await;
+    let (runtime_pool, _) = login_role_in(&db, Some("mesh_runtime")).await;
+    let runtime = mesh_memory::store::Store::new(runtime_pool.clone());
+
+    // The runtime can still remember (lineage rows and the derived summary are written).
+    let message = db
+        .store
+        .record_message(NewMessage {
+            agent: legacy.world.agent,
+            conversation: legacy.conversation,
+            direction: Direction::Inbound,
+            sender: legacy.priya.actor,
+            sender_identity: Some(legacy.priya.identity),
+            body: "runtime-written",
+            sent_at: legacy.world.clock + Duration::minutes(5),
+        })
+        .await
+        .unwrap();
+    let written = runtime
+        .create_entry(legacy.world.memory("runtime-written", None, legacy.priya.actor, legacy.conversation, message))
+        .await
+        .expect("the runtime role can create memories");
+    let summarized: i64 = sqlx::query_scalar("SELECT count(*) FROM revision_audience_summary WHERE revision_id = $1")
+        .bind(written.revision_id)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(summarized, 1);
+
+    // But it cannot turn unknown evidence into known, nor forge the summary or the repair log.
+    for statement in [
+        "UPDATE revision_sources SET evidence = 'known'",
+        "UPDATE revision_audience_summary SET evidence_known = true",
+        "DELETE FROM revision_source_audience",
+        "INSERT INTO evidence_repairs (source_id, revision_id, rule, audience, reason) SELECT id, revision_id, 'operator_review', '{}', 'forged' FROM revision_sources LIMIT 1",
+    ] {
+        let err = sqlx::query(statement).execute(&runtime_pool).await.expect_err(statement);
+        assert!(err.to_string().contains("permission denied"), "{statement}: {err}");
+    }
+    assert_eq!(evidence_of(&db, &legacy).await, vec![EvidenceView::Unknown]);
 }
