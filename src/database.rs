@@ -77,3 +77,42 @@ pub async fn open(database_url: Option<&str>) -> Result<OpenDatabase, OpenError>
     migrate(&pool).await?;
     Ok(OpenDatabase { pool, guard })
 }
+
+/// A throwaway, migrated database on the same server, for benchmarks and evaluations that must
+/// not mix their synthetic rows into real memory. Dropped by [`ScratchDatabase::drop_database`].
+#[derive(Debug)]
+pub struct ScratchDatabase {
+    /// The pool on the scratch database.
+    pub pool: PgPool,
+    /// Its generated name.
+    pub name: String,
+    admin: PgConnectOptions,
+}
+
+impl ScratchDatabase {
+    /// Creates `<prefix>_<random>` next to the database `admin` points at and migrates it.
+    pub async fn create(admin: &PgConnectOptions, prefix: &str, max_connections: u32) -> Result<Self, OpenError> {
+        use sqlx::ConnectOptions;
+        let prefix: String = prefix.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        let name = format!("{prefix}_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+        let mut conn = admin.connect().await?;
+        // The name is built from filtered characters and a generated id, never from raw input.
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await?;
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(admin.clone().database(&name))
+            .await?;
+        migrate(&pool).await?;
+        Ok(ScratchDatabase { pool, name, admin: admin.clone() })
+    }
+
+    /// Closes the pool and drops the database.
+    pub async fn drop_database(self) -> Result<(), sqlx::Error> {
+        use sqlx::ConnectOptions;
+        self.pool.close().await;
+        let mut conn = self.admin.connect().await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {}", self.name))).execute(&mut conn).await?;
+        Ok(())
+    }
+}

@@ -7,6 +7,7 @@
 pub mod bench;
 pub mod database;
 pub mod demo;
+pub mod evaluation;
 pub mod ids;
 pub mod pg;
 pub mod privacy;

@@ -228,6 +228,7 @@ struct MemorySpec {
     word: usize,
     restricted_to: Option<usize>,
     forget: bool,
+    always_on: bool,
     amend_in: Option<(usize, usize)>,
     grant: Option<GrantSpec>,
 }
@@ -253,19 +254,12 @@ fn memory_spec() -> impl Strategy<Value = MemorySpec> {
         prop::option::of(0..PEOPLE),
         0..WORDS.len(),
         prop::option::weighted(0.15, 0..CONVERSATIONS),
-        prop::bool::weighted(0.15),
+        (prop::bool::weighted(0.15), prop::bool::weighted(0.2)),
         prop::option::weighted(0.3, (0..CONVERSATIONS, 0..WORDS.len())),
         prop::option::weighted(0.3, grant_spec()),
     )
-        .prop_map(|(conversation, speaker, subject, word, restricted_to, forget, amend_in, grant)| MemorySpec {
-            conversation,
-            speaker,
-            subject,
-            word,
-            restricted_to,
-            forget,
-            amend_in,
-            grant,
+        .prop_map(|(conversation, speaker, subject, word, restricted_to, (forget, always_on), amend_in, grant)| {
+            MemorySpec { conversation, speaker, subject, word, restricted_to, forget, always_on, amend_in, grant }
         })
 }
 
@@ -423,6 +417,7 @@ async fn build(
             conversation,
             message,
         );
+        new.always_on = m.always_on;
         if let Some(r) = m.restricted_to {
             new.restriction = Restriction::ConversationOnly(conversations[r]);
         }
@@ -506,6 +501,15 @@ fn property_no_returned_revision_violates_the_predicate_recomputed_in_rust() {
                     let e = explain_entry(&db.store, Some(world.agent), *entry, *conversation).await.unwrap();
                     let expected = rust_eligible(&facts, e.revision_id.0, conversation.0, &audience);
                     assert_eq!(e.eligible, expected, "explain disagrees for {entry}: {:?} (spec {spec:?})", e.rule);
+                    let summary_rule: String = sqlx::query_scalar("SELECT memory_eligibility_rule($1, $2, $3, $4)")
+                        .bind(world.agent)
+                        .bind(e.revision_id)
+                        .bind(conversation)
+                        .bind(e.context.audience_uuids())
+                        .fetch_one(&db.pool)
+                        .await
+                        .unwrap();
+                    assert_eq!(summary_rule, e.rule.name(), "the withheld-count rule disagrees for {entry}");
                 }
             }
         });

@@ -458,7 +458,13 @@ async fn explain_event_returns_the_stored_selection_with_components() {
     assert_eq!(event.selections.len(), 1);
     assert_eq!(event.selections[0].entry_id, tabs);
     assert_eq!(event.selections[0].revision_id, rev);
-    assert_eq!(event.selections[0].components, outcome.selections[0].components);
+    let (stored, live) = (&event.selections[0].components, &outcome.selections[0].components);
+    assert_eq!(stored.sources, live.sources);
+    assert_eq!(stored.lexical.map(|c| c.rank), live.lexical.map(|c| c.rank));
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+    assert!(close(stored.lexical.unwrap().rrf, live.lexical.unwrap().rrf), "jsonb keeps the components");
+    assert!(close(stored.subject_boost, live.subject_boost) && stored.subject_boost > 0.0);
+    assert!(close(stored.conversation_boost, live.conversation_boost) && close(stored.recency, live.recency));
     assert_eq!(event.selections[0].reason, outcome.selections[0].reason);
     assert!((event.selections[0].score - outcome.selections[0].score).abs() < 1e-12);
     assert_eq!(event.destination_audience, outcome.context.audience);

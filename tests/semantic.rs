@@ -281,7 +281,11 @@ async fn pgvector_search_never_returns_an_ineligible_revision_however_similar() 
     let ids: Vec<RevisionId> = hits.iter().map(|h| h.revision_id).collect();
     assert_eq!(ids.first(), Some(&s.tabs.1), "the closest eligible memory comes first: {hits:?}");
     assert!(!ids.contains(&s.private.1), "the private DM memory must never be a semantic hit");
-    assert_eq!(ids.len(), 3, "every eligible current revision is a candidate, nothing else");
+    assert_eq!(ids, vec![s.tabs.1], "unrelated memories stay below the similarity floor");
+    let unfloored = PgVectorIndex::new(embedder.clone()).with_min_similarity(-1.0);
+    let all = semantic_hits(&db, &unfloored, &ctx, "prefers tabs over spaces", 10).await.unwrap();
+    assert_eq!(all.len(), 3, "without the floor every eligible current revision is a candidate, nothing else");
+    assert!(all.iter().all(|h| h.revision_id != s.private.1));
     assert!(hits.windows(2).all(|w| w[0].similarity >= w[1].similarity), "best first");
 
     // In the DM with Ana alone both tabs memories are eligible.
@@ -709,4 +713,26 @@ async fn the_worker_indexes_through_an_openai_compatible_endpoint() {
     assert_eq!(seen.lock().unwrap().len(), 1);
     let generations = list_generations(&db.pool).await.unwrap();
     assert_eq!((generations[0].provider.as_str(), generations[0].model.as_str()), ("openai", "test-embed"));
+}
+
+#[tokio::test]
+async fn revalidation_drops_ineligible_hits_and_the_cap_keeps_distinct_ones() {
+    let db = test_db().await;
+    let s = scene(&db).await;
+    let ctx = channel_context(&db, &s).await;
+    // What an external provider might return: the private memory, a duplicate, more than asked.
+    let all: Vec<RevisionId> =
+        sqlx::query_scalar("SELECT id FROM memory_entry_revisions ORDER BY id").fetch_all(&db.pool).await.unwrap();
+    let raw: Vec<SemanticHit> = all
+        .iter()
+        .chain(all.iter())
+        .enumerate()
+        .map(|(i, r)| SemanticHit { revision_id: *r, similarity: 1.0 - i as f32 / 100.0 })
+        .collect();
+    let valid = mesh_memory::semantic::revalidate(&db.pool, &ctx, raw).await.unwrap();
+    assert!(valid.iter().all(|h| h.revision_id != s.private.1));
+    assert_eq!(valid.len(), 6, "three eligible revisions, each returned twice");
+    let capped = mesh_memory::semantic::cap_distinct_hits(valid, 2);
+    assert_eq!(capped.len(), 2);
+    assert_ne!(capped[0].revision_id, capped[1].revision_id);
 }

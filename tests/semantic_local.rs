@@ -99,7 +99,7 @@ async fn a_paraphrase_finds_the_tabs_preference_with_semantic_on_and_not_with_le
     // No word of the memory shares a lexeme with the question.
     let (_, tabs) =
         w.remember(eng, &victor, Some(victor.actor), "Our chief technology officer wants tabs, never spaces.").await;
-    w.remember(eng, &ana, Some(ana.actor), "Ana's favourite food is sushi.").await;
+    let (_, sushi) = w.remember(eng, &ana, Some(ana.actor), "Ana's favourite food is sushi.").await;
     w.remember(eng, &ana, None, "The deploy train leaves every Friday afternoon.").await;
     w.remember(eng, &ana, None, "The office plants get watered on Mondays.").await;
 
@@ -108,7 +108,8 @@ async fn a_paraphrase_finds_the_tabs_preference_with_semantic_on_and_not_with_le
     assert_eq!(report.embedded, 4);
 
     let question = "which indentation style does the CTO like?";
-    let request = SearchRequest::new(w.agent, eng, Some(ana.actor), question, RetrievalMode::Recall);
+    // Asked without a current speaker, so no subject boost helps or hurts any memory.
+    let request = SearchRequest::new(w.agent, eng, None, question, RetrievalMode::Recall);
 
     let lexical_only = Retriever::new(db.store.clone(), RetrievalConfig::default());
     let without = lexical_only.search(&request).await.unwrap();
@@ -122,4 +123,10 @@ async fn a_paraphrase_finds_the_tabs_preference_with_semantic_on_and_not_with_le
     assert_eq!(first.revision_id, tabs, "the tabs preference ranks first: {:?}", with.selections);
     let semantic = first.components.semantic.expect("a semantic rank in the components");
     assert_eq!(semantic.rank, 1);
+    assert_eq!(with.used_revisions(), vec![tabs], "unrelated memories stay below the similarity floor");
+
+    // And the other way round: a food question selects the food memory, not the tabs one.
+    let lunch = SearchRequest::new(w.agent, eng, None, "what should I eat for lunch?", RetrievalMode::Recall);
+    let food = hybrid.search(&lunch).await.unwrap();
+    assert_eq!(food.used_revisions(), vec![sushi], "{:?}", food.selections);
 }

@@ -19,7 +19,7 @@ use mesh_memory::store::{
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
-fn find<'a, T: Copy>(list: &'a [(String, T)], name: &str) -> Result<T> {
+fn find<T: Copy>(list: &[(String, T)], name: &str) -> Result<T> {
     list.iter().find(|(n, _)| n.starts_with(name)).map(|(_, id)| *id).ok_or_else(|| format!("demo lacks {name}").into())
 }
 

@@ -57,6 +57,16 @@ pub fn run() {
     let app = tauri::Builder::default()
         .invoke_handler(builder.invoke_handler())
         .manage(console)
+        .setup(|app| {
+            // Ctrl-C or SIGTERM end the app like closing the window does, so the embedded
+            // cluster this process started is stopped on the way out.
+            let handle = app.handle().clone();
+            tauri::async_runtime::spawn(async move {
+                shutdown_signal().await;
+                handle.exit(0);
+            });
+            Ok(())
+        })
         .build(tauri::generate_context!("../tauri.conf.json"))
         .expect("cannot start the console window");
     app.run(|handle, event| {
@@ -65,4 +75,15 @@ pub fn run() {
             tauri::async_runtime::block_on(console.close());
         }
     });
+}
+
+async fn shutdown_signal() {
+    let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(signal) => signal,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
 }

@@ -26,6 +26,9 @@ pub enum BenchError {
     /// A write failed.
     #[error("store: {0}")]
     Store(#[from] crate::store::StoreError),
+    /// The scratch database could not be created.
+    #[error("creating the benchmark database: {0}")]
+    Setup(String),
 }
 
 /// Latency percentiles of one measured operation, in milliseconds.
@@ -263,21 +266,18 @@ pub async fn run(
     options: &BenchOptions,
     mut progress: impl FnMut(&str),
 ) -> Result<Vec<SizeReport>, BenchError> {
-    use sqlx::ConnectOptions;
     let mut reports = Vec::new();
     for &size in &options.sizes {
-        let name = format!("mesh_bench_{size}_{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-        let mut conn = admin.connect().await?;
-        // The name is built from a number and a generated id, never from input.
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await?;
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections((options.writers + 2) as u32)
-            .connect_with(admin.clone().database(&name))
-            .await?;
-        let result = measure_size(&pool, size, options, &mut progress).await;
-        pool.close().await;
+        let scratch = crate::database::ScratchDatabase::create(
+            admin,
+            &format!("mesh_bench_{size}"),
+            (options.writers + 2) as u32,
+        )
+        .await
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
+        let result = measure_size(&scratch.pool, size, options, &mut progress).await;
         if !options.keep_databases {
-            sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name}"))).execute(&mut conn).await?;
+            scratch.drop_database().await?;
         }
         reports.push(result?);
     }
@@ -290,7 +290,6 @@ async fn measure_size(
     options: &BenchOptions,
     progress: &mut impl FnMut(&str),
 ) -> Result<SizeReport, BenchError> {
-    crate::database::migrate(pool).await.map_err(|e| BenchError::Database(e.into()))?;
     let started = Instant::now();
     let workspace = synthetic::build(pool, synthetic::SyntheticSpec { revisions: size, seed: size as u64 }, |stage| {
         progress(&format!("{size}: {stage}"))

@@ -70,6 +70,14 @@ enum Command {
         #[arg(default_value = "")]
         query: String,
     },
+    /// The semantic index (embeddings are derived indexes of revision text). The embedder comes
+    /// from MESH_EMBEDDER: `local` (all-MiniLM-L6-v2; needs a `--features local-embedder` build
+    /// and scripts/setup-embedder.sh) or `openai` (MESH_EMBEDDER_URL, MESH_EMBEDDER_MODEL,
+    /// MESH_EMBEDDER_DIMENSION, optional MESH_EMBEDDER_API_KEY).
+    Index {
+        #[command(subcommand)]
+        action: IndexAction,
+    },
     /// Explain an entry's eligibility in a conversation (`explain ENTRY --conversation C`), or an
     /// audited search (`explain EVENT --event`).
     Explain {
@@ -84,6 +92,11 @@ enum Command {
         /// Treat ID as a retrieval event id.
         #[arg(long)]
         event: bool,
+    },
+    /// Retrieval quality evaluation.
+    Eval {
+        #[command(subcommand)]
+        suite: EvalSuite,
     },
     /// Speed benchmark: synthetic stores of growing size, recall latency, write throughput.
     Bench {
@@ -147,6 +160,25 @@ enum Command {
 }
 
 #[derive(Subcommand, Debug)]
+enum IndexAction {
+    /// Embed and index the pending outbox work, then exit; `--watch` keeps running until Ctrl-C.
+    Run {
+        /// Keep polling the outbox until interrupted.
+        #[arg(long)]
+        watch: bool,
+    },
+    /// Build a new embedding generation from every current revision (progress bar on stderr) and
+    /// switch to it atomically; reruns resume an interrupted rebuild.
+    Rebuild {
+        /// Abandon the building generation instead (semantic search returns to the active one).
+        #[arg(long)]
+        abandon: bool,
+    },
+    /// Generations, rebuild progress and outbox counts.
+    Status,
+}
+
+#[derive(Subcommand, Debug)]
 enum DbAction {
     /// Initialize (first time) and start the cluster, leaving it running.
     Start {
@@ -162,6 +194,25 @@ enum DbAction {
     Migrate,
     /// Print the connection URL of the embedded cluster (it contains the generated password).
     Url,
+}
+
+#[derive(Subcommand, Debug)]
+enum EvalSuite {
+    /// LoCoMo-format data: every turn a memory, every question with evidence a query; recall@5,
+    /// recall@10, nDCG@10 and MRR per variant and category, against BM25 in the same run.
+    Locomo {
+        /// The LoCoMo JSON file (read in place; never copy it into the repository).
+        path: std::path::PathBuf,
+        /// Evaluate at most this many samples.
+        #[arg(long)]
+        max_samples: Option<usize>,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json_out: Option<std::path::PathBuf>,
+        /// Keep the scratch database.
+        #[arg(long)]
+        keep: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -192,6 +243,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Demo { action: DemoAction::Seed } => {
             with_store(cli.database_url.as_deref(), |store| async move { demo_seed(&store, cli.json).await }).await
         }
+        Command::Eval { suite: EvalSuite::Locomo { path, max_samples, json_out, keep } } => {
+            eval_locomo(cli.database_url.as_deref(), &path, max_samples, json_out.as_deref(), keep).await
+        }
         Command::Bench { sizes, queries, write_seconds, writers, keep, json_out } => {
             let options = mesh_memory::bench::BenchOptions {
                 sizes,
@@ -212,6 +266,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Recall { agent, conversation, actor, max_count, token_budget, prompt, query } => {
             let args = RecallArgs { agent, conversation, actor, max_count, token_budget, prompt, query };
             with_store(cli.database_url.as_deref(), |store| async move { recall(&store, args, cli.json).await }).await
+        }
+        Command::Index { action } => {
+            with_store(cli.database_url.as_deref(), |store| async move { index(&store, action, cli.json).await }).await
         }
         Command::Explain { id, conversation, agent, event } => {
             with_store(cli.database_url.as_deref(), |store| async move {
@@ -406,18 +463,63 @@ async fn repair(store: &Store, dry_run: bool, reason: &str, json: bool) -> Resul
     Ok(())
 }
 
-async fn bench(
-    url: Option<&str>,
-    options: &mesh_memory::bench::BenchOptions,
-    json_out: Option<&std::path::Path>,
-) -> Result<()> {
-    let (url, _guard) = match url {
+/// The admin URL: `DATABASE_URL`, or the embedded cluster kept up by the returned guard.
+fn admin_url(url: Option<&str>) -> Result<(String, Option<mesh_memory::pg::ClusterGuard>)> {
+    Ok(match url {
         Some(url) => (url.to_owned(), None),
         None => {
             let guard = EmbeddedCluster::at_default_location()?.start_guarded()?;
             (guard.cluster().url()?, Some(guard))
         }
+    })
+}
+
+async fn eval_locomo(
+    url: Option<&str>,
+    path: &std::path::Path,
+    max_samples: Option<usize>,
+    json_out: Option<&std::path::Path>,
+    keep: bool,
+) -> Result<()> {
+    use mesh_memory::evaluation;
+    let samples = evaluation::locomo::read(path)?;
+    let (url, _guard) = admin_url(url)?;
+    let admin: sqlx::postgres::PgConnectOptions = url.parse().context("parsing the database URL")?;
+    let scratch = mesh_memory::database::ScratchDatabase::create(&admin, "mesh_eval", 8).await?;
+    eprintln!("evaluating in scratch database {}", scratch.name);
+    let options = evaluation::EvalOptions {
+        config: mesh_memory::retrieval::RetrievalConfig::default(),
+        semantic_index: None,
+        max_samples,
     };
+    let store = Store::new(scratch.pool.clone());
+    let mut last_percent = usize::MAX;
+    let report = evaluation::run_locomo(&store, &samples, &options, |done, total| {
+        let percent = done * 100 / total.max(1);
+        if percent != last_percent && percent % 10 == 0 {
+            eprintln!("  {done}/{total} queries ({percent}%)");
+            last_percent = percent;
+        }
+    })
+    .await;
+    if !keep {
+        scratch.drop_database().await?;
+    }
+    let report = report?;
+    print!("{}", evaluation::render_table(&report));
+    if let Some(path) = json_out {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+async fn bench(
+    url: Option<&str>,
+    options: &mesh_memory::bench::BenchOptions,
+    json_out: Option<&std::path::Path>,
+) -> Result<()> {
+    let (url, _guard) = admin_url(url)?;
     let admin: sqlx::postgres::PgConnectOptions = url.parse().context("parsing the database URL")?;
     let started = std::time::Instant::now();
     let reports = mesh_memory::bench::run(&admin, options, |stage| {
@@ -469,7 +571,13 @@ async fn recall(store: &Store, args: RecallArgs, json: bool) -> Result<()> {
         token_budget: args.token_budget,
         ..SearchRequest::new(agent, conversation, actor, args.query, mode)
     };
-    let outcome = Retriever::new(store.clone(), config).search(&request).await?;
+    let mut retriever = Retriever::new(store.clone(), config);
+    match mesh_memory::semantic::semantic_index_from_env() {
+        Ok(Some(index)) => retriever = retriever.with_semantic_index(index),
+        Ok(None) => {}
+        Err(err) => eprintln!("semantic search unavailable: {err}"),
+    }
+    let outcome = retriever.search(&request).await?;
     if json {
         return print_json(&outcome);
     }
@@ -511,6 +619,90 @@ async fn recall(store: &Store, args: RecallArgs, json: bool) -> Result<()> {
         let counts: Vec<String> = outcome.withheld.iter().map(|(rule, n)| format!("{rule}={n}")).collect();
         println!("\nwithheld full-text matches (counts only): {}", counts.join(", "));
     }
+    Ok(())
+}
+
+/// `mesh-memory index run|rebuild|status`.
+async fn index(store: &Store, action: IndexAction, json: bool) -> Result<()> {
+    use mesh_memory::semantic::{self, IndexWorker, WorkerConfig};
+    let pool = store.pool().clone();
+    match action {
+        IndexAction::Status => index_status(&pool, json).await,
+        IndexAction::Rebuild { abandon: true } => {
+            match semantic::abandon_rebuild(&pool).await? {
+                Some(id) => println!("abandoned generation {id}; semantic search uses the active generation again"),
+                None => println!("no rebuild in progress"),
+            }
+            Ok(())
+        }
+        IndexAction::Rebuild { abandon: false } => {
+            let embedder = semantic::embedder_from_env()?;
+            let generation = semantic::rebuild(&pool, embedder, draw_progress).await?;
+            eprintln!();
+            println!(
+                "generation {} ({}/{}, {} dimensions) is active",
+                generation.id, generation.provider, generation.model, generation.dimension
+            );
+            Ok(())
+        }
+        IndexAction::Run { watch } => {
+            let worker = IndexWorker::new(pool, semantic::embedder_from_env()?, WorkerConfig::default());
+            if watch {
+                eprintln!("indexing until Ctrl-C");
+                worker.run_until(async { tokio::signal::ctrl_c().await.unwrap_or(()) }).await;
+                return Ok(());
+            }
+            let report = worker.drain().await?;
+            println!(
+                "claimed {} outbox row(s): {} embedding(s) written, {} retirement(s), {} rescheduled, {} parked",
+                report.claimed, report.embedded, report.retired, report.retried, report.gave_up
+            );
+            Ok(())
+        }
+    }
+}
+
+/// A one-line progress bar on stderr, redrawn in place.
+fn draw_progress(progress: mesh_memory::semantic::RebuildProgress) {
+    const WIDTH: i64 = 30;
+    let total = progress.total.max(1);
+    let filled = (progress.embedded.min(total) * WIDTH / total) as usize;
+    eprint!(
+        "\rgeneration {} [{}{}] {}/{} ({}%)",
+        progress.generation,
+        "#".repeat(filled),
+        ".".repeat(WIDTH as usize - filled),
+        progress.embedded,
+        progress.total,
+        progress.embedded * 100 / total
+    );
+}
+
+async fn index_status(pool: &sqlx::PgPool, json: bool) -> Result<()> {
+    use mesh_memory::semantic;
+    let generations = semantic::list_generations(pool).await?;
+    let progress = semantic::rebuild_progress(pool).await?;
+    let outbox = semantic::outbox_status(pool).await?;
+    let pgvector = semantic::pgvector_available(pool).await?;
+    if json {
+        return print_json(&serde_json::json!({
+            "pgvector": pgvector, "generations": generations, "rebuild": progress, "outbox": outbox,
+        }));
+    }
+    println!("pgvector: {}", if pgvector { "installed" } else { "missing (semantic search unavailable)" });
+    for g in &generations {
+        println!(
+            "generation {}  {:?}  {}/{} ({} dimensions)  created {}",
+            g.id, g.state, g.provider, g.model, g.dimension, g.created_at
+        );
+    }
+    if let Some(p) = progress {
+        println!("rebuild of generation {}: {}/{} current revisions embedded", p.generation, p.embedded, p.total);
+    }
+    println!(
+        "outbox: {} due, {} waiting to retry, {} parked, {} done",
+        outbox.due, outbox.waiting, outbox.parked, outbox.done
+    );
     Ok(())
 }
 

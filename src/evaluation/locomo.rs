@@ -126,17 +126,18 @@ fn split_evidence(raw: &[String]) -> Vec<String> {
 }
 
 fn session_turns(sample: &str, key: &str, value: &serde_json::Value) -> Result<Vec<Turn>, LocomoError> {
-    let session: u32 = key["session_".len()..].parse().map_err(|_| LocomoError::Malformed {
-        sample: sample.to_owned(),
-        problem: format!("unexpected key {key}"),
-    })?;
+    let session: u32 = key["session_".len()..]
+        .parse()
+        .map_err(|_| LocomoError::Malformed { sample: sample.to_owned(), problem: format!("unexpected key {key}") })?;
     let raw: Vec<RawTurn> = serde_json::from_value(value.clone())
         .map_err(|e| LocomoError::Malformed { sample: sample.to_owned(), problem: format!("{key}: {e}") })?;
     Ok(raw
         .into_iter()
         .map(|t| Turn {
             text: match t.blip_caption {
-                Some(caption) if !caption.trim().is_empty() => format!("{} [shared an image: {}]", t.text, caption.trim()),
+                Some(caption) if !caption.trim().is_empty() => {
+                    format!("{} [shared an image: {}]", t.text, caption.trim())
+                }
                 _ => t.text,
             },
             dia_id: t.dia_id,
@@ -159,7 +160,8 @@ fn speaker(sample: &str, conversation: &BTreeMap<String, serde_json::Value>, key
 pub fn read(path: &Path) -> Result<Vec<Sample>, LocomoError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| LocomoError::Read { path: shown.clone(), source })?;
-    let raw: Vec<RawSample> = serde_json::from_str(&text).map_err(|source| LocomoError::Parse { path: shown, source })?;
+    let raw: Vec<RawSample> =
+        serde_json::from_str(&text).map_err(|source| LocomoError::Parse { path: shown, source })?;
     raw.into_iter().map(convert).collect()
 }
 
@@ -178,7 +180,11 @@ fn convert(raw: RawSample) -> Result<Sample, LocomoError> {
     let questions = raw
         .qa
         .into_iter()
-        .map(|q| Question { evidence: split_evidence(&q.evidence), question: q.question, category: q.category.unwrap_or(0) })
+        .map(|q| Question {
+            evidence: split_evidence(&q.evidence),
+            question: q.question,
+            category: q.category.unwrap_or(0),
+        })
         .filter(|q| !q.evidence.is_empty() && !q.question.trim().is_empty())
         .collect();
     Ok(Sample { id, speakers, turns, questions })

@@ -23,7 +23,9 @@ use crate::ids::{ActorId, AgentId, ConversationId, RevisionId};
 use crate::privacy::{revision_verdicts, EligibilityContext};
 use crate::retrieval::semantic::SemanticIndex;
 use crate::retrieval::{RetrievalConfig, RetrievalMode, Retriever, SearchRequest};
-use crate::store::{ActorKind, Direction, NewConversation, NewMemory, NewMessage, Restriction, SourceRef, Store, Topology};
+use crate::store::{
+    ActorKind, Direction, NewConversation, NewMemory, NewMessage, Restriction, SourceRef, Store, Topology,
+};
 use metrics::MetricTotals;
 
 /// Results per retrieval variant are cut at this rank.
@@ -204,7 +206,8 @@ pub async fn run_locomo(
     report.memories = loaded.iter().map(|l| l.turn_of.len()).sum();
 
     let lexical = Retriever::new(store.clone(), options.config.clone());
-    let mut variants: Vec<(Variant, Option<Retriever>)> = vec![(Variant::Lexical, Some(lexical)), (Variant::Bm25, None)];
+    let mut variants: Vec<(Variant, Option<Retriever>)> =
+        vec![(Variant::Lexical, Some(lexical)), (Variant::Bm25, None)];
     match &options.semantic_index {
         Some(index) => {
             let semantic_only = RetrievalConfig { lexical_enabled: false, ..options.config.clone() };
@@ -237,8 +240,13 @@ pub async fn run_locomo(
                 let ranked: Vec<String> = match retriever {
                     None => bm25.search(&question.question, EVAL_DEPTH),
                     Some(retriever) => {
-                        let mut request =
-                            SearchRequest::new(loaded.agent, loaded.ask_in, asker, &question.question, RetrievalMode::Recall);
+                        let mut request = SearchRequest::new(
+                            loaded.agent,
+                            loaded.ask_in,
+                            asker,
+                            &question.question,
+                            RetrievalMode::Recall,
+                        );
                         request.max_count = EVAL_DEPTH as u32;
                         request.token_budget = crate::retrieval::MAX_TOKEN_BUDGET;
                         let outcome = retriever.search(&request).await?;
@@ -277,7 +285,10 @@ pub fn render_table(report: &EvalReport) -> String {
         "variant", "category", "n", "recall@5", "recall@10", "nDCG@10", "MRR", "ms/query"
     ));
     for (variant, categories) in &report.by_category {
-        let rows = categories.iter().map(|(c, m)| (c.to_string(), m)).chain(report.overall.get(variant).map(|m| ("all".to_string(), m)));
+        let rows = categories
+            .iter()
+            .map(|(c, m)| (c.to_string(), m))
+            .chain(report.overall.get(variant).map(|m| ("all".to_string(), m)));
         for (category, m) in rows {
             out.push_str(&format!(
                 "{:<9} {:>8} {:>6} {:>9.3} {:>10.3} {:>8.3} {:>7.3} {:>9.2}\n",

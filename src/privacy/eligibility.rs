@@ -3,7 +3,8 @@
 //! Candidate queries embed [`ELIGIBLE_SQL`] (via [`eligible_revision_sql!`](crate::eligible_revision_sql))
 //! inside their `WHERE` clause, so an ineligible row is never even read into Rust; no score can
 //! restore it. The explain API ([`explain_entry`]) and the delivery recheck ([`recheck_delivery`])
-//! call the same SQL function, so the three agree by construction.
+//! call `memory_eligibility_verdict`, which applies the same rules source by source so that it can
+//! name the failing one; the inline predicate reads the per-revision evidence summary instead.
 
 use std::collections::BTreeSet;
 
@@ -14,14 +15,33 @@ use uuid::Uuid;
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RevisionId, SourceId};
 use crate::store::{Store, StoreError};
 
-/// The eligibility call for a revision aliased `r`, with the parameter convention every candidate
-/// query follows: `$1` runtime agent, `$2` destination conversation, `$3` destination audience
-/// (`uuid[]`). A macro (not only a constant) so that queries can `concat!` it into a
+/// The eligibility predicate for a revision aliased `r`, with the parameter convention every
+/// candidate query follows: `$1` runtime agent, `$2` destination conversation, `$3` destination
+/// audience (`uuid[]`). A macro (not only a constant) so that queries can `concat!` it into a
 /// `&'static str` and stay parameterised.
+///
+/// It is the body of the SQL function `memory_revision_eligible` written inline, so that the
+/// planner turns its `EXISTS` clauses into semi-joins over the whole candidate set instead of
+/// calling a function per row (migration `20261202006000_eligibility_audience_summary.sql`
+/// explains the evidence summary it reads). It decides exactly what
+/// `memory_eligibility_verdict` decides; `tests/eligibility.rs` and `tests/adversarial.rs` check
+/// the results against the policy recomputed in Rust.
 #[macro_export]
 macro_rules! eligible_revision_sql {
     () => {
-        "memory_revision_eligible($1, r.id, $2, $3)"
+        "(r.runtime_agent_id = $1 AND $3::uuid[] IS NOT NULL
+          AND EXISTS (SELECT 1 FROM memory_entries elig_e
+                       WHERE elig_e.id = r.entry_id AND elig_e.runtime_agent_id = $1 AND elig_e.state = 'live'
+                         AND elig_e.current_revision_id = r.id
+                         AND (elig_e.restriction = 'none' OR elig_e.restricted_conversation_id = $2))
+          AND (EXISTS (SELECT 1 FROM revision_audience_summary elig_s
+                        WHERE elig_s.revision_id = r.id AND elig_s.evidence_known AND elig_s.audience @> $3::uuid[])
+               OR EXISTS (SELECT 1 FROM sharing_grants elig_g
+                           WHERE elig_g.revision_id = r.id AND elig_g.runtime_agent_id = $1 AND elig_g.revoked_at IS NULL
+                             AND NOT EXISTS (SELECT 1 FROM unnest($3::uuid[]) AS elig_d(actor_id)
+                                              WHERE NOT EXISTS (SELECT 1 FROM sharing_grant_audience elig_ga
+                                                                 WHERE elig_ga.grant_id = elig_g.id
+                                                                   AND elig_ga.actor_id = elig_d.actor_id)))))"
     };
 }
 

@@ -207,31 +207,39 @@ pub(crate) async fn lexical(
     .await
 }
 
-/// Counts, by rejecting rule, the full-text matches that the predicate withheld (current
-/// revisions of live entries only: history is not "withheld", it is simply not current). Only
-/// categories and counts leave this function, never text.
+/// Counts, by rejecting rule, the full-text matches that the predicate withheld: among the
+/// `limit` best matches of the agent's live current revisions *before* eligibility (the rows that
+/// would have been lexical candidates), those the predicate rejects, named by
+/// `memory_eligibility_rule`. Bounded by `limit` whatever the archive size. Only categories and
+/// counts leave this function, never text or ids.
 pub(crate) async fn withheld_lexical(
     pool: &PgPool,
     ctx: &EligibilityContext,
     query: &str,
+    limit: u32,
 ) -> Result<BTreeMap<String, i64>, sqlx::Error> {
-    let rows: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT (v.verdict).rule, count(*)
-           FROM (SELECT memory_eligibility_verdict($1, r.id, $2, $3) AS verdict
+    let rows: Vec<(String, i64)> = sqlx::query_as(concat!(
+        "SELECT memory_eligibility_rule($1, top.id, $2, $3) AS rule, count(*)
+           FROM (SELECT r.id
                    FROM (SELECT memory_lexical_query($4) AS tsq) q
                    JOIN memory_entry_revisions r ON r.body_tsv @@ q.tsq
                    JOIN memory_entries e ON e.id = r.entry_id AND e.current_revision_id = r.id
-                  WHERE r.runtime_agent_id = $1 AND e.state = 'live') v
-          WHERE (v.verdict).rule <> 'eligible'
-          GROUP BY 1 ORDER BY 1",
-    )
+                  WHERE r.runtime_agent_id = $1 AND e.state = 'live'
+                  ORDER BY ts_rank_cd(r.body_tsv, q.tsq) DESC, r.created_at DESC, r.id
+                  LIMIT $5) top
+           JOIN memory_entry_revisions r ON r.id = top.id
+          WHERE NOT ",
+        eligible_revision_sql!(),
+        " GROUP BY 1 ORDER BY 1"
+    ))
     .bind(ctx.agent)
     .bind(ctx.conversation)
     .bind(ctx.audience_uuids())
     .bind(query)
+    .bind(i64::from(limit))
     .fetch_all(pool)
     .await?;
-    Ok(rows.into_iter().collect())
+    Ok(rows.into_iter().filter(|(rule, _)| rule != "eligible").collect())
 }
 
 /// Hydrates semantic hits from canonical rows, revalidating each with the eligibility predicate;

@@ -308,8 +308,7 @@ impl Retriever {
             now: Utc::now(),
         };
         let ranked = self.rank(gathered.set.into_candidates(), &turn, gathered.relevance_required);
-        let selections = self.decorate(ranked, &context).await?;
-        let packed = packing::pack(selections, request.max_count, request.token_budget);
+        let packed = self.decorate_and_pack(ranked, &context, request).await?;
         let event_id = RetrievalEventId::generate();
         audit::record(
             self.store.pool(),
@@ -358,10 +357,11 @@ impl Retriever {
         let mut categories = Vec::new();
         let mut withheld = BTreeMap::new();
 
-        let has_terms = !query.is_empty() && candidates::has_lexical_terms(pool, query).await?;
+        let has_terms =
+            self.config.lexical_enabled && !query.is_empty() && candidates::has_lexical_terms(pool, query).await?;
         if has_terms {
             set.add(CandidateSource::Lexical, candidates::lexical(pool, ctx, query, limit).await?);
-            withheld = candidates::withheld_lexical(pool, ctx, query).await?;
+            withheld = candidates::withheld_lexical(pool, ctx, query, limit).await?;
             if withheld.get("unknown_evidence").is_some_and(|n| *n > 0) {
                 categories.push(DegradationCategory::EligibilityWithheldUnknown);
             }
@@ -436,12 +436,19 @@ impl Retriever {
         scored
     }
 
-    /// Renders labels and provenance from current rows and computes each entry's cost.
-    async fn decorate(
+    /// Renders labels and provenance from current rows, computes each entry's cost and packs, in
+    /// rank order, stopping as soon as the count budget is full (later candidates are never
+    /// rendered).
+    async fn decorate_and_pack(
         &self,
         ranked: Vec<(Candidate, Components)>,
         ctx: &EligibilityContext,
-    ) -> Result<Vec<Selection>, RetrievalError> {
+        request: &SearchRequest,
+    ) -> Result<packing::Packed, RetrievalError> {
+        let mut packer = packing::Packer::new(request.max_count, request.token_budget);
+        if packer.is_full() {
+            return Ok(packer.finish());
+        }
         let mut actors: Vec<ActorId> =
             ranked.iter().flat_map(|(c, _)| [c.row.subject_actor_id, c.row.source_actor_id]).flatten().collect();
         actors.sort();
@@ -451,8 +458,10 @@ impl Retriever {
         let actor_ref =
             |id: ActorId| ActorRef { id, label: labels.get(&id).cloned().unwrap_or_else(|| format!("actor {id}")) };
         let mut places: HashMap<ConversationId, Provenance> = HashMap::new();
-        let mut selections = Vec::with_capacity(ranked.len());
         for (candidate, components) in ranked {
+            if packer.is_full() {
+                break;
+            }
             let row = candidate.row;
             let provenance = match row.origin_conversation_id {
                 None => Provenance::Unrecorded,
@@ -481,9 +490,9 @@ impl Retriever {
                 cost_tokens: 0,
             };
             selection.cost_tokens = packing::entry_cost(&selection, self.config.attribution_overhead_tokens);
-            selections.push(selection);
+            packer.offer(selection);
         }
-        Ok(selections)
+        Ok(packer.finish())
     }
 
     /// Names the origin conversation only where every destination reader can read it now.

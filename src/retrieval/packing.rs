@@ -58,31 +58,126 @@ pub(crate) struct Packed {
     pub cost_tokens: u32,
 }
 
-/// Greedy in rank order: admit each entry that fits the remaining tokens until the count budget
-/// is full; skip (and report) the ones that do not fit and keep going with smaller ones.
-pub(crate) fn pack(ranked: Vec<Selection>, max_count: u32, token_budget: u32) -> Packed {
-    let mut packed = Packed { selected: Vec::new(), skipped: Vec::new(), cost_tokens: 0 };
-    for selection in ranked {
-        if packed.selected.len() >= max_count as usize {
-            break;
+/// Greedy packing in rank order, fed one entry at a time so that the caller renders (and resolves
+/// provenance for) only the entries packing actually looks at: admit each entry that fits the
+/// remaining tokens until the count budget is full; skip (and report) the ones that do not fit and
+/// keep going with smaller ones.
+pub(crate) struct Packer {
+    max_count: usize,
+    token_budget: u32,
+    packed: Packed,
+}
+
+impl Packer {
+    pub fn new(max_count: u32, token_budget: u32) -> Self {
+        Packer {
+            max_count: max_count as usize,
+            token_budget,
+            packed: Packed { selected: Vec::new(), skipped: Vec::new(), cost_tokens: 0 },
         }
-        let remaining = token_budget - packed.cost_tokens;
+    }
+
+    /// Whether the count budget is exhausted (nothing more will be admitted or skipped).
+    pub fn is_full(&self) -> bool {
+        self.packed.selected.len() >= self.max_count
+    }
+
+    /// Admits the entry whole if it fits, else records it as skipped. Never truncates.
+    pub fn offer(&mut self, selection: Selection) {
+        if self.is_full() {
+            return;
+        }
+        let remaining = self.token_budget - self.packed.cost_tokens;
         if selection.cost_tokens > remaining {
-            let reason = if selection.cost_tokens > token_budget {
+            let reason = if selection.cost_tokens > self.token_budget {
                 SkipReason::LargerThanAllowance
             } else {
                 SkipReason::LargerThanRemaining
             };
-            packed.skipped.push(SkippedEntry {
+            self.packed.skipped.push(SkippedEntry {
                 entry_id: selection.entry_id,
                 revision_id: selection.revision_id,
                 cost_tokens: selection.cost_tokens,
                 reason,
             });
-            continue;
+            return;
         }
-        packed.cost_tokens += selection.cost_tokens;
-        packed.selected.push(selection);
+        self.packed.cost_tokens += selection.cost_tokens;
+        self.packed.selected.push(selection);
     }
-    packed
+
+    pub fn finish(self) -> Packed {
+        self.packed
+    }
+}
+
+/// Packs a ranked list at once (see [`Packer`]).
+#[cfg(test)]
+pub(crate) fn pack(ranked: Vec<Selection>, max_count: u32, token_budget: u32) -> Packed {
+    let mut packer = Packer::new(max_count, token_budget);
+    for selection in ranked {
+        packer.offer(selection);
+    }
+    packer.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use super::*;
+    use crate::retrieval::{Components, Provenance};
+
+    fn selection(body: &str) -> Selection {
+        let components = Components {
+            sources: vec![],
+            lexical: None,
+            semantic: None,
+            subject_boost: 0.0,
+            conversation_boost: 0.0,
+            recency: 0.0,
+            always_on: 0.0,
+        };
+        let mut s = Selection {
+            entry_id: EntryId::generate(),
+            revision_id: RevisionId::generate(),
+            revision_number: 1,
+            body: body.to_owned(),
+            subject: None,
+            source: None,
+            provenance: Provenance::Unrecorded,
+            recorded_at: Utc::now(),
+            always_on: false,
+            score: 0.0,
+            reason: components.reason(),
+            components,
+            cost_tokens: 0,
+        };
+        s.cost_tokens = entry_cost(&s, 16);
+        s
+    }
+
+    #[test]
+    fn the_upper_bound_counts_bytes_so_multibyte_text_is_never_undercounted() {
+        assert_eq!(token_upper_bound("tabs"), 4);
+        assert_eq!(token_upper_bound("日本語"), 9, "three 3-byte characters");
+        let s = selection("日本語のメモ");
+        assert!(s.cost_tokens >= token_upper_bound(&recall_item_json(&s)) + 16);
+    }
+
+    #[test]
+    fn packing_skips_what_does_not_fit_keeps_going_and_never_cuts() {
+        let small = selection("short");
+        let big = selection(&"x".repeat(3000));
+        let budget = small.cost_tokens * 2 + 10;
+        let packed = pack(vec![small.clone(), big.clone(), small.clone()], 8, budget);
+        assert_eq!(packed.selected.len(), 2);
+        assert!(packed.selected.iter().all(|s| s.body == "short"));
+        assert_eq!(packed.skipped.len(), 1);
+        assert_eq!(packed.skipped[0].entry_id, big.entry_id);
+        assert_eq!(packed.skipped[0].reason, SkipReason::LargerThanAllowance);
+        assert_eq!(packed.cost_tokens, small.cost_tokens * 2);
+        let packed = pack(vec![small.clone(), small.clone(), small], 2, 100_000);
+        assert_eq!(packed.selected.len(), 2, "the count budget stops packing");
+    }
 }

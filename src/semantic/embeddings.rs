@@ -74,7 +74,8 @@ pub(crate) async fn missing_in(
     .await?)
 }
 
-/// How many embeddings `generation` holds for `revision` (0 or 1): for tests and diagnostics.
+/// How many embeddings `revision` has across all generations (history included): for tests and
+/// diagnostics (an amended revision keeps its embeddings as audit history).
 pub async fn embedding_count(pool: &PgPool, revision: RevisionId) -> Result<i64, SemanticError> {
     Ok(sqlx::query_scalar("SELECT count(*) FROM revision_embeddings WHERE revision_id = $1")
         .bind(revision)

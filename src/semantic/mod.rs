@@ -20,6 +20,8 @@ pub mod generations;
 pub mod local;
 pub mod openai;
 pub mod outbox;
+#[cfg(feature = "qdrant")]
+pub mod qdrant;
 pub mod rebuild;
 pub mod vector_index;
 
@@ -35,8 +37,8 @@ pub use openai::{OpenAiConfig, OpenAiEmbedder};
 pub use outbox::{outbox_status, BatchReport, IndexWorker, OutboxStatus, WorkerConfig};
 pub use rebuild::rebuild;
 pub use vector_index::{
-    availability, cap_distinct_hits, IndexAvailability, MirrorError, MirrorFuture, PgVectorIndex, VectorMirror,
-    MAX_ELIGIBLE_REVISIONS,
+    availability, cap_distinct_hits, revalidate, IndexAvailability, MirrorError, MirrorFuture, PgVectorIndex,
+    VectorMirror, DEFAULT_MIN_SIMILARITY, MAX_ELIGIBLE_REVISIONS,
 };
 
 /// Why a semantic-index operation failed. Messages say what to do; none carries a provider body.
@@ -118,4 +120,17 @@ fn local_embedder() -> Result<Arc<dyn Embedder>, SemanticError> {
     Err(SemanticError::NoEmbedder(
         "this binary was built without the `local-embedder` feature; rebuild with --features local-embedder or set MESH_EMBEDDER=openai".into(),
     ))
+}
+
+/// The semantic candidate source for retrieval, configured from the environment (see
+/// [`embedder_from_env`]): pgvector search with that embedder. `Ok(None)` when no embedder is
+/// configured (`MESH_EMBEDDER=none`, or a build without `local-embedder` and no `MESH_EMBEDDER`);
+/// retrieval then reports `semantic_unavailable` and runs on its other sources.
+pub fn semantic_index_from_env() -> Result<Option<Arc<dyn crate::retrieval::SemanticIndex>>, SemanticError> {
+    match embedder_from_env() {
+        Ok(embedder) => Ok(Some(Arc::new(PgVectorIndex::new(embedder)))),
+        Err(SemanticError::NoEmbedder(_)) if std::env::var_os("MESH_EMBEDDER").is_none() => Ok(None),
+        Err(SemanticError::NoEmbedder(reason)) if reason == "MESH_EMBEDDER=none" => Ok(None),
+        Err(err) => Err(err),
+    }
 }

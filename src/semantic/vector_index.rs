@@ -23,10 +23,18 @@ use crate::eligible_revision_sql;
 use crate::ids::{AgentId, EntryId, RevisionId};
 use crate::privacy::EligibilityContext;
 use crate::retrieval::{SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest};
+use uuid::Uuid;
 
 /// The spec's cap: above this many eligible revisions semantic search is skipped
 /// (`semantic_oversized`) rather than scanning an unbounded set within the deadline.
 pub const MAX_ELIGIBLE_REVISIONS: usize = 10_000;
+
+/// Hits less similar than this (cosine) are not candidates. Without a floor every eligible memory
+/// would get *some* semantic rank and count as relevant, so a coding question would select an
+/// unrelated favourite-food memory. 0.2 is conservative for all-MiniLM-L6-v2, where paraphrases
+/// score about 0.3 and above and unrelated sentences about 0.1 and below; it is configuration
+/// ([`PgVectorIndex::with_min_similarity`]), to be tuned per model on a measured corpus.
+pub const DEFAULT_MIN_SIMILARITY: f32 = 0.2;
 
 /// Why an external index write failed (category only, never a provider body).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -128,6 +136,7 @@ pub async fn availability(
 pub struct PgVectorIndex {
     embedder: Arc<dyn Embedder>,
     eligible_cap: usize,
+    min_similarity: f32,
 }
 
 impl std::fmt::Debug for PgVectorIndex {
@@ -139,7 +148,13 @@ impl std::fmt::Debug for PgVectorIndex {
 impl PgVectorIndex {
     /// An index that embeds queries with `embedder` (the same model as the active generation).
     pub fn new(embedder: Arc<dyn Embedder>) -> Self {
-        Self { embedder, eligible_cap: MAX_ELIGIBLE_REVISIONS }
+        Self { embedder, eligible_cap: MAX_ELIGIBLE_REVISIONS, min_similarity: DEFAULT_MIN_SIMILARITY }
+    }
+
+    /// Overrides the similarity floor (see [`DEFAULT_MIN_SIMILARITY`]); `-1.0` disables it.
+    pub fn with_min_similarity(mut self, min_similarity: f32) -> Self {
+        self.min_similarity = min_similarity;
+        self
     }
 
     /// Overrides the eligible-set cap (tests; operators with a measured larger budget).
@@ -165,9 +180,10 @@ impl PgVectorIndex {
         let query = [request.query.to_owned()];
         let vector = self.embedder.embed(&query).await.map_err(|e| query_failure(&e))?;
         let vector = vector.into_iter().next().ok_or(SemanticFailure::Failed)?;
-        let hits = nearest_eligible(request.pool, request.eligibility, &generation, &vector, request.limit)
-            .await
-            .map_err(|_| SemanticFailure::Failed)?;
+        let nearest =
+            Nearest { generation: &generation, vector: &vector, limit: request.limit, min: self.min_similarity };
+        let hits =
+            nearest_eligible(request.pool, request.eligibility, nearest).await.map_err(|_| SemanticFailure::Failed)?;
         Ok(cap_distinct_hits(hits, request.limit))
     }
 }
@@ -219,7 +235,15 @@ pub async fn eligible_set_exceeds(pool: &PgPool, ctx: &EligibilityContext, cap: 
     Ok(eligible >= probe)
 }
 
-/// The nearest eligible current revisions in `generation`, by cosine similarity. One statement:
+/// What to search for in [`nearest_eligible`].
+struct Nearest<'a> {
+    generation: &'a Generation,
+    vector: &'a [f32],
+    limit: usize,
+    min: f32,
+}
+
+/// The nearest eligible current revisions in `generation`, by cosine similarity, at least `min` similar. One statement:
 /// generation, current-revision, live-entry and the eligibility predicate all sit in its `WHERE`.
 /// The generation id and dimension are integers from `embedding_generations` (never input), set
 /// into the text so that the planner matches the generation's partial HNSW index; pgvector 0.8's
@@ -227,11 +251,9 @@ pub async fn eligible_set_exceeds(pool: &PgPool, ctx: &EligibilityContext, cap: 
 async fn nearest_eligible(
     pool: &PgPool,
     ctx: &EligibilityContext,
-    generation: &Generation,
-    vector: &[f32],
-    limit: usize,
+    nearest: Nearest<'_>,
 ) -> Result<Vec<SemanticHit>, sqlx::Error> {
-    let (id, dim) = (generation.id, generation.dimension);
+    let (id, dim) = (nearest.generation.id, nearest.generation.dimension);
     let sql = format!(
         "SELECT r.id AS revision_id,
                 (1 - (x.embedding::vector({dim}) <=> $4::text::vector({dim})))::float4 AS similarity
@@ -239,6 +261,7 @@ async fn nearest_eligible(
            JOIN memory_entry_revisions r ON r.id = x.revision_id
            JOIN memory_entries e ON e.id = r.entry_id AND e.current_revision_id = r.id
           WHERE x.generation_id = {id} AND r.runtime_agent_id = $1 AND e.state = 'live'
+            AND (x.embedding::vector({dim}) <=> $4::text::vector({dim})) <= $6
             AND {eligible}
           ORDER BY x.embedding::vector({dim}) <=> $4::text::vector({dim})
           LIMIT $5",
@@ -251,12 +274,39 @@ async fn nearest_eligible(
         .bind(ctx.agent)
         .bind(ctx.conversation)
         .bind(ctx.audience_uuids())
-        .bind(vector_literal(vector))
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(vector_literal(nearest.vector))
+        .bind(i64::try_from(nearest.limit).unwrap_or(i64::MAX))
+        .bind(1.0 - f64::from(nearest.min))
         .fetch_all(&mut *tx)
         .await?;
     tx.commit().await?;
     Ok(rows.into_iter().map(|(revision_id, similarity)| SemanticHit { revision_id, similarity }).collect())
+}
+
+/// Keeps only the hits that are eligible now, by the same predicate as every candidate query,
+/// in the provider's order (one statement over all hits). External indexes (Qdrant) call this
+/// after their provider work, before [`cap_distinct_hits`].
+pub async fn revalidate(
+    pool: &PgPool,
+    ctx: &EligibilityContext,
+    hits: Vec<SemanticHit>,
+) -> Result<Vec<SemanticHit>, sqlx::Error> {
+    let ids: Vec<Uuid> = hits.iter().map(|h| h.revision_id.0).collect();
+    let eligible: Vec<RevisionId> = sqlx::query_scalar(concat!(
+        "SELECT r.id FROM unnest($4::uuid[]) AS hit(id)
+           JOIN memory_entry_revisions r ON r.id = hit.id
+           JOIN memory_entries e ON e.id = r.entry_id AND e.current_revision_id = r.id
+          WHERE r.runtime_agent_id = $1 AND e.state = 'live' AND ",
+        eligible_revision_sql!()
+    ))
+    .bind(ctx.agent)
+    .bind(ctx.conversation)
+    .bind(ctx.audience_uuids())
+    .bind(ids)
+    .fetch_all(pool)
+    .await?;
+    let keep: std::collections::HashSet<RevisionId> = eligible.into_iter().collect();
+    Ok(hits.into_iter().filter(|h| keep.contains(&h.revision_id)).collect())
 }
 
 #[cfg(test)]

@@ -452,7 +452,7 @@ pub struct SharingRequestView {
     pub rationale: String,
     /// The proposed audience.
     pub proposed_audience: Vec<ActorId>,
-    /// Their display names, same order.
+    /// Their labels (`Name (id U123)`), same order.
     pub proposed_audience_names: Vec<String>,
     /// When it was made.
     pub created_at: DateTime<Utc>,
@@ -512,7 +512,11 @@ impl Store {
                     q.rationale,
                     coalesce(array_agg(qa.actor_id ORDER BY aa.display_name, qa.actor_id)
                              FILTER (WHERE qa.actor_id IS NOT NULL), '{}') AS proposed_audience,
-                    coalesce(array_agg(aa.display_name ORDER BY aa.display_name, qa.actor_id)
+                    coalesce(array_agg(aa.display_name || ' (id ' ||
+                                       coalesce((SELECT ci.external_id FROM connector_identities ci
+                                                  WHERE ci.actor_id = aa.id ORDER BY ci.created_at, ci.id LIMIT 1),
+                                                aa.id::text) || ')'
+                                       ORDER BY aa.display_name, qa.actor_id)
                              FILTER (WHERE qa.actor_id IS NOT NULL), '{}') AS proposed_audience_names,
                     q.created_at, q.expires_at, q.decided_at, q.decided_by, q.decision_reason
                FROM sharing_requests q

@@ -97,6 +97,15 @@ function sqlGrant(requestId) {
 }
 
 test("operator console, end to end in a real window", { timeout: 240000 }, async (t) => {
+  t.afterEach((sub) => {
+    if (sub.passed === false) {
+      try {
+        screenshot(`failed-${sub.name.replace(/[^a-z0-9]+/gi, "-").slice(0, 60)}`);
+      } catch {
+        // no screen to capture
+      }
+    }
+  });
   assert.ok(APP && DRIVER && FIXTURE && ids.request_id, "CONSOLE_APP, TAURI_DRIVER, FIXTURE and FIXTURE_JSON are required");
   const driver = spawn(DRIVER, ["--port", String(PORT)], { stdio: ["ignore", "inherit", "inherit"] });
   t.after(async () => {
@@ -129,7 +138,7 @@ test("operator console, end to end in a real window", { timeout: 240000 }, async
   await t.test("an entry's revision history shows the body diff", async () => {
     await type('[data-testid="memory-search"]', ids.amended_entry);
     await waitFor("filtered list", async () => (await count('[data-testid="memory-table"] tbody tr')) === 1);
-    await click(`tr[data-row-id="${ids.amended_entry}"]`);
+    await click(`tr[data-row-id="${ids.amended_entry}"] td:nth-child(2)`);
     await find('[data-testid="revision-2"]');
     const diff = await text('[data-testid="revision-2"] [data-testid="body-diff"]');
     assert.match(diff, /platform/);
@@ -148,7 +157,7 @@ test("operator console, end to end in a real window", { timeout: 240000 }, async
 
   await t.test("a retrieval event shows its score components", async () => {
     await click('[data-testid="nav-events"]');
-    await click(`tr[data-row-id="${ids.event_id}"]`);
+    await click(`tr[data-row-id="${ids.event_id}"] td:nth-child(2)`);
     await find('[data-testid="event-detail"]');
     await waitFor("chart bars", async () => (await count('[data-testid="score-chart"] rect')) > 0);
     screenshot("05-retrieval-event");
@@ -191,8 +200,14 @@ test("operator console, end to end in a real window", { timeout: 240000 }, async
   });
 
   await t.test("dark theme renders", async () => {
-    await click('button[aria-label="Toggle light and dark theme"]');
-    await waitFor("dark theme", async () => (await script("return document.documentElement.dataset.theme")) === "dark");
+    // A toggle: if a click is lost (or delivered twice) under Xvfb, click again until it is dark.
+    await waitFor("dark theme", async () => {
+      await click('[data-testid="theme-toggle"]');
+      await sleep(1500);
+      return (await text('[data-testid="theme-toggle"]')).includes("Light");
+    }, 15000);
+    const theme = await script("return document.documentElement.getAttribute('data-theme');");
+    assert.equal(theme, "dark");
     await click('[data-testid="nav-memory"]');
     await find('[data-testid="memory-table"] tbody tr');
     screenshot("10-dark-theme");

@@ -106,7 +106,13 @@ function Shell({ session, theme, toggleTheme }: { session: Session; theme: Theme
             </span>
           )}
         </span>
-        <button type="button" className="ghost" onClick={toggleTheme} aria-label="Toggle light and dark theme">
+        <button
+          type="button"
+          className="ghost"
+          onClick={toggleTheme}
+          aria-label="Toggle light and dark theme"
+          data-testid="theme-toggle"
+        >
           {theme === "dark" ? "☀ Light" : "☾ Dark"}
         </button>
         <button type="button" className="ghost" onClick={() => signOut.mutate()}>

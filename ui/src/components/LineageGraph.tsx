@@ -17,43 +17,45 @@ export function LineageGraph({ detail, revision }: { detail: EntryDetail; revisi
   const { nodes, edges } = useMemo(() => {
     const messages = new Map(detail.messages.map((m) => [m.id, m]));
     const linked = new Map(detail.linked_revisions.map((r) => [r.id, r]));
+    const sources = distinctSources(revision.sources);
     const nodes: Node[] = [];
     const edges: Edge[] = [];
-    const gap = 120;
-    const top = Math.max(0, ((revision.sources.length - 1) * gap) / 2);
+    const gap = 92;
+    const perColumn = 7;
+    const columns = Math.ceil(sources.length / perColumn);
+    const rows = Math.min(sources.length, perColumn);
     nodes.push({
       id: `rev-${revision.id}`,
-      position: { x: 520, y: top },
+      position: { x: columns * 330 + 120, y: Math.max(0, ((rows - 1) * gap) / 2) },
       data: { label: `Revision ${revision.revision_number} (${revision.operation})\n${revision.body.slice(0, 90)}` },
       className: "flow-node revision",
-      sourcePosition: undefined,
     });
-    revision.sources.forEach((source, index) => {
+    sources.forEach((source, index) => {
+      const unknown = source.evidence.state !== "known";
       let label: string;
       if (source.message_id) {
         const m = messages.get(source.message_id);
         label = m
           ? `${source.kind === "message" ? "Message" : "History message"} · ${m.conversation_title}\n${m.sender_name}${
               m.authenticated ? " ✓" : ""
-            }: “${m.excerpt.slice(0, 70)}”`
+            }: “${m.excerpt.slice(0, 60)}”`
           : `Message ${source.message_id.slice(0, 8)}`;
       } else {
         const r = source.parent_revision_id ? linked.get(source.parent_revision_id) : undefined;
         const what = source.kind === "parent_revision" ? "Parent revision" : "Retrieved memory";
-        label = r ? `${what} · rev ${r.revision_number}\n${r.body_preview.slice(0, 70)}` : what;
+        label = r ? `${what} · rev ${r.revision_number}\n${r.body_preview.slice(0, 60)}` : what;
       }
-      const unknown = source.evidence.state !== "known";
       nodes.push({
         id: `src-${source.id}`,
-        position: { x: 0, y: index * gap },
-        data: { label },
+        position: { x: Math.floor(index / perColumn) * 330, y: (index % perColumn) * gap },
+        data: { label: `${label}\n${evidenceText(source)}` },
         className: `flow-node ${unknown ? "unknown" : "known"}`,
       });
       edges.push({
         id: `edge-${source.id}`,
         source: `src-${source.id}`,
         target: `rev-${revision.id}`,
-        label: evidenceText(source),
+        label: unknown ? "unknown" : `known · ${source.evidence.labels.length}`,
         className: unknown ? "edge-unknown" : "edge-known",
         animated: unknown,
       });
@@ -67,6 +69,7 @@ export function LineageGraph({ detail, revision }: { detail: EntryDetail; revisi
         nodes={nodes}
         edges={edges}
         fitView
+        fitViewOptions={{ padding: 0.08 }}
         nodesDraggable={false}
         nodesConnectable={false}
         proOptions={{ hideAttribution: true }}
@@ -78,11 +81,25 @@ export function LineageGraph({ detail, revision }: { detail: EntryDetail; revisi
   );
 }
 
+/**
+ * An amendment keeps every source of what it amends, so the same message can appear more than
+ * once in a lineage; the graph draws each distinct source (kind + target + evidence) once.
+ */
+export function distinctSources(sources: Source[]): Source[] {
+  const seen = new Set<string>();
+  return sources.filter((s) => {
+    const key = `${s.kind}|${s.message_id ?? s.parent_revision_id}|${s.evidence.state}|${s.evidence.actors.join(",")}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
 /** The same lineage as a list, for reading and for assistive technology. */
 export function LineageList({ revision }: { revision: Revision }) {
   return (
     <ul className="lineage-list" aria-label="Lineage sources">
-      {revision.sources.map((s) => (
+      {distinctSources(revision.sources).map((s) => (
         <li key={s.id} className={s.evidence.state === "known" ? "known" : "unknown"}>
           <strong>{s.kind.replace("_", " ")}</strong> — {evidenceText(s)} <span className="muted">({s.evidence_basis})</span>
         </li>

@@ -1,22 +1,27 @@
 import { useState } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { commands, errorMessage, shortId, when, type Session, type SharingRequest } from "../api";
+import { commands, errorMessage, shortId, when, type Decision, type Session, type SharingRequest } from "../api";
 import { Empty, ErrorNote, Loading } from "../components/Status";
 
 function RequestCard({
   request,
   session,
   onOpenEntry,
+  onDecided,
 }: {
   request: SharingRequest;
   session: Session;
   onOpenEntry: (id: string) => void;
+  onDecided: (decision: Decision) => void;
 }) {
   const queryClient = useQueryClient();
   const [reason, setReason] = useState("");
   const decide = useMutation({
     mutationFn: (approve: boolean) => commands.decideSharingRequest(request.id, approve, reason.trim()),
-    onSuccess: () => queryClient.invalidateQueries({ queryKey: ["sharing"] }),
+    onSuccess: (decision) => {
+      onDecided(decision);
+      queryClient.invalidateQueries({ queryKey: ["sharing"] });
+    },
   });
   const pending = request.state === "pending";
   const blocked = !session.can_approve
@@ -106,12 +111,6 @@ function RequestCard({
           {decide.isError && <p className="error" role="alert">{errorMessage(decide.error)}</p>}
         </form>
       )}
-      {decide.data && (
-        <p className="success" role="status" data-testid="decision-result">
-          {decide.data.state} by {decide.data.decided_by}
-          {decide.data.grant_id ? `; grant ${shortId(decide.data.grant_id)} created` : ""}
-        </p>
-      )}
     </article>
   );
 }
@@ -119,6 +118,7 @@ function RequestCard({
 /** The sharing-request queue: pending requests to approve or deny, and the decided history. */
 export function SharingQueue({ session, onOpenEntry }: { session: Session; onOpenEntry: (id: string) => void }) {
   const [state, setState] = useState("pending");
+  const [lastDecision, setLastDecision] = useState<Decision | null>(null);
   const requests = useQuery({ queryKey: ["sharing", state], queryFn: () => commands.sharingRequests(state) });
   return (
     <section aria-labelledby="sharing-title">
@@ -134,10 +134,18 @@ export function SharingQueue({ session, onOpenEntry }: { session: Session; onOpe
           </select>
         </label>
       </div>
+      {lastDecision && (
+        <p className="notice success" role="status" data-testid="decision-result">
+          Request {shortId(lastDecision.request_id)} {lastDecision.state} by <strong>{lastDecision.decided_by}</strong>
+          {lastDecision.grant_id ? `; grant ${shortId(lastDecision.grant_id)} created for that revision only` : ""}.
+        </p>
+      )}
       {requests.isPending && <Loading what="sharing requests" />}
       {requests.isError && <ErrorNote error={requests.error} onRetry={() => requests.refetch()} />}
       {requests.isSuccess && requests.data.length === 0 && <Empty>No {state === "all" ? "" : state} requests.</Empty>}
-      {requests.data?.map((r) => <RequestCard key={r.id} request={r} session={session} onOpenEntry={onOpenEntry} />)}
+      {requests.data?.map((r) => (
+        <RequestCard key={r.id} request={r} session={session} onOpenEntry={onOpenEntry} onDecided={setLastDecision} />
+      ))}
     </section>
   );
 }

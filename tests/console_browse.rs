@@ -1,0 +1,162 @@
+//! The console's read APIs (memory browser, evidence review, retrieval-event and sharing lists)
+//! and operator accounts, against a real PostgreSQL.
+
+mod common;
+
+use common::{test_db, World};
+use mesh_memory::store::{
+    connect_as, create_console_role, operator_rights, BrowseFilter, ConsoleRoleKind, EntryState, NewConversation,
+    StoreError, Topology,
+};
+
+#[tokio::test]
+async fn browse_pages_newest_first_by_keyset_without_overlap() {
+    let db = test_db().await;
+    let mut world = World::new(&db.store, "browse-agent").await;
+    let ana = world.person("Ana", "U1").await;
+    let chan = world.conversation("C1", Topology::Channel, &[&ana]).await;
+    let mut created = Vec::new();
+    for i in 0..5 {
+        created.push(world.remember(chan, &ana, Some(ana.actor), &format!("Fact number {i} about Ana")).await.0);
+    }
+    let filter = BrowseFilter::default();
+    let first = db.store.browse_entries(&filter, None, 2).await.unwrap();
+    let second = db.store.browse_entries(&filter, first.next_after, 2).await.unwrap();
+    let third = db.store.browse_entries(&filter, second.next_after, 2).await.unwrap();
+    let seen: Vec<_> = [&first, &second, &third].iter().flat_map(|p| p.entries.iter().map(|e| e.entry_id)).collect();
+    created.reverse();
+    assert_eq!(seen, created, "every entry exactly once, newest first");
+    assert_eq!(third.entries.len(), 1);
+    assert_eq!(third.next_after, None, "the last page says so");
+    assert_eq!(first.entries[0].subject_label.as_deref(), Some("Ana (id U1)"));
+    assert_eq!(first.entries[0].agent_name, "browse-agent");
+}
+
+#[tokio::test]
+async fn browse_filters_by_agent_subject_state_and_text() {
+    let db = test_db().await;
+    let mut world = World::new(&db.store, "filter-agent").await;
+    let ana = world.person("Ana", "U1").await;
+    let bo = world.person("Bo", "U2").await;
+    let chan = world.conversation("C1", Topology::Channel, &[&ana, &bo]).await;
+    let (tabs, tabs_rev) = world.remember(chan, &ana, Some(ana.actor), "Prefers tabs over spaces").await;
+    let (ramen, _) = world.remember(chan, &bo, Some(bo.actor), "Favourite food is spicy ramen").await;
+    let (gone, _) = world.remember(chan, &bo, Some(bo.actor), "Deploy freeze on Fridays").await;
+    db.store.forget_entry(world.agent, gone).await.unwrap();
+    let mut other = World::new(&db.store, "other-agent").await;
+    let cy = other.person("Cy", "U3").await;
+    let other_chan = other.conversation("C9", Topology::Channel, &[&cy]).await;
+    let (foreign, _) = other.remember(other_chan, &cy, Some(cy.actor), "Also likes ramen").await;
+
+    let store = &db.store;
+    let by = |f: BrowseFilter| async move {
+        store.browse_entries(&f, None, 50).await.unwrap().entries.into_iter().map(|e| e.entry_id).collect::<Vec<_>>()
+    };
+
+    assert_eq!(by(BrowseFilter { subject: Some(ana.actor), ..Default::default() }).await, vec![tabs]);
+    assert_eq!(by(BrowseFilter { state: Some(EntryState::Forgotten), ..Default::default() }).await, vec![gone]);
+    assert_eq!(by(BrowseFilter { text: Some("ramen".into()), ..Default::default() }).await, vec![foreign, ramen]);
+    assert_eq!(
+        by(BrowseFilter { text: Some("ramen".into()), agent: Some(world.agent), ..Default::default() }).await,
+        vec![ramen]
+    );
+    assert_eq!(
+        by(BrowseFilter { text: Some(tabs_rev.to_string()), ..Default::default() }).await,
+        vec![tabs],
+        "a pasted revision id finds its entry"
+    );
+    assert_eq!(by(BrowseFilter { agent: Some(other.agent), ..Default::default() }).await, vec![foreign]);
+    let too_long = BrowseFilter { text: Some("x".repeat(501)), ..Default::default() };
+    assert!(matches!(db.store.browse_entries(&too_long, None, 10).await, Err(StoreError::InvalidInput { .. })));
+}
+
+#[tokio::test]
+async fn evidence_review_lists_current_revisions_with_unknown_evidence_only() {
+    let db = test_db().await;
+    let mut world = World::new(&db.store, "review-agent").await;
+    let ana = world.person("Ana", "U1").await;
+    let known = world.conversation("C1", Topology::Channel, &[&ana]).await;
+    let bridged = db
+        .store
+        .create_conversation(NewConversation {
+            agent: world.agent,
+            connector: "email",
+            external_channel_id: "thread-1",
+            topology: Topology::Unknown,
+            title: "forwarded",
+        })
+        .await
+        .unwrap();
+    db.store.join_conversation(bridged, ana.actor, world.clock - chrono::Duration::days(1)).await.unwrap();
+    world.remember(known, &ana, Some(ana.actor), "Known audience fact").await;
+    let (withheld, withheld_rev) = world.remember(bridged, &ana, None, "Budget review moved to Thursday").await;
+    let (forgotten, _) = world.remember(bridged, &ana, None, "Another forwarded fact").await;
+    db.store.forget_entry(world.agent, forgotten).await.unwrap();
+
+    let page = db.store.evidence_review(None, None, 50).await.unwrap();
+    assert_eq!(page.items.len(), 1, "only the live, current, unknown-evidence revision: {:?}", page.items);
+    let item = &page.items[0];
+    assert_eq!((item.entry_id, item.revision_id), (withheld, withheld_rev));
+    assert_eq!(item.unknown_sources, 1);
+    assert_eq!(item.unknown_source_kinds, vec!["message".to_owned()]);
+    assert_eq!(item.evidence_bases, vec!["conversation topology is not proven".to_owned()]);
+    let flagged = db.store.browse_entries(&BrowseFilter::default(), None, 50).await.unwrap();
+    assert!(flagged.entries.iter().any(|e| e.entry_id == withheld && e.evidence_unknown));
+    let known_only = flagged.entries.iter().filter(|e| e.entry_id != withheld && e.entry_id != forgotten);
+    assert!(known_only.clone().count() == 1 && known_only.clone().all(|e| !e.evidence_unknown));
+}
+
+fn unique_role(prefix: &str) -> String {
+    format!("{prefix}_{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+}
+
+async fn drop_role(db: &common::TestDb, role: &str) {
+    let (statement,): (String,) =
+        sqlx::query_as("SELECT format('DROP ROLE IF EXISTS %I', $1)").bind(role).fetch_one(&db.pool).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(statement)).execute(&db.pool).await.unwrap();
+}
+
+#[tokio::test]
+async fn operator_and_reader_roles_sign_in_with_their_own_rights() {
+    let db = test_db().await;
+    let operator = unique_role("t_op");
+    let reader = unique_role("t_reader");
+    create_console_role(&db.pool, &operator, "operator-password-1", ConsoleRoleKind::Operator).await.unwrap();
+    create_console_role(&db.pool, &reader, "reader-password-12", ConsoleRoleKind::Reader).await.unwrap();
+
+    let op_pool = connect_as(&db.options, &operator, "operator-password-1").await.unwrap();
+    let rights = operator_rights(&op_pool).await.unwrap();
+    assert_eq!(rights.role, operator);
+    assert!(rights.can_browse && rights.can_approve && rights.limitation.is_none());
+
+    let reader_pool = connect_as(&db.options, &reader, "reader-password-12").await.unwrap();
+    let rights = operator_rights(&reader_pool).await.unwrap();
+    assert!(rights.can_browse && !rights.can_approve);
+    assert!(rights.limitation.unwrap().contains("not a member of mesh_operator"));
+    let store = mesh_memory::store::Store::new(reader_pool.clone());
+    store.browse_entries(&BrowseFilter::default(), None, 10).await.expect("a reader can browse");
+
+    let wrong = connect_as(&db.options, &operator, "not-the-password").await;
+    assert!(matches!(wrong, Err(StoreError::Database(_))), "a wrong password is refused");
+    let again = create_console_role(&db.pool, &operator, "operator-password-1", ConsoleRoleKind::Operator).await;
+    assert!(matches!(again, Err(StoreError::AlreadyExists { .. })));
+    let short = create_console_role(&db.pool, &unique_role("t_short"), "short", ConsoleRoleKind::Operator).await;
+    assert!(matches!(short, Err(StoreError::InvalidInput { field: "password", .. })));
+    let reserved = create_console_role(&db.pool, "mesh_operator", "operator-password-1", ConsoleRoleKind::Operator);
+    assert!(matches!(reserved.await, Err(StoreError::InvalidInput { field: "role", .. })));
+
+    op_pool.close().await;
+    reader_pool.close().await;
+    drop_role(&db, &operator).await;
+    drop_role(&db, &reader).await;
+}
+
+#[test]
+fn scram_verifier_has_postgres_format() {
+    let verifier = mesh_memory::store::scram_verifier("pencil", b"0123456789abcdef", 4096);
+    let (head, keys) = verifier.split_once('$').unwrap().1.split_once('$').unwrap();
+    assert_eq!(verifier.split('$').next(), Some("SCRAM-SHA-256"));
+    assert_eq!(head, "4096:MDEyMzQ1Njc4OWFiY2RlZg==");
+    let (stored, server) = keys.split_once(':').unwrap();
+    assert_eq!((stored.len(), server.len()), (44, 44), "two base64 SHA-256 values");
+}

@@ -1,0 +1,186 @@
+import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
+import { render } from "@testing-library/react";
+import type { EntryDetail, EntryPage, RetrievalEventDetail, RetrievalEventPage, SharingRequest } from "../bindings";
+
+/** Renders with a fresh query client (no retries, no cache between tests). */
+export function renderWithQuery(ui: React.ReactElement) {
+  const client = new QueryClient({ defaultOptions: { queries: { retry: false }, mutations: { retry: false } } });
+  return render(<QueryClientProvider client={client}>{ui}</QueryClientProvider>);
+}
+
+export const entryPage: EntryPage = {
+  entries: [
+    {
+      entry_id: "01900000-0000-7000-8000-000000000001",
+      agent_name: "mesh-assistant",
+      state: "live",
+      always_on: false,
+      restriction: "none",
+      current_revision_id: "01900000-0000-7000-8000-0000000000a1",
+      revision_number: 2,
+      body_preview: "Leads the platform team since October (previously payments).",
+      subject_label: "Dana (id U321)",
+      updated_at: "2026-12-02T10:00:00Z",
+      evidence_unknown: false,
+    },
+    {
+      entry_id: "01900000-0000-7000-8000-000000000002",
+      agent_name: "mesh-assistant",
+      state: "live",
+      always_on: false,
+      restriction: "none",
+      current_revision_id: "01900000-0000-7000-8000-0000000000a2",
+      revision_number: 1,
+      body_preview: "The Q3 budget review moved to Thursday.",
+      subject_label: null,
+      updated_at: "2026-12-02T09:00:00Z",
+      evidence_unknown: true,
+    },
+  ],
+  next_after: "01900000-0000-7000-8000-000000000002",
+};
+
+const knownSource = (id: string, message: string) => ({
+  id,
+  kind: "message",
+  message_id: message,
+  parent_revision_id: null,
+  evidence: { state: "known", actors: ["a1", "a2"], labels: ["Dana (id U321)", "Victor (id U123)"] },
+  evidence_basis: "conversation members when the message was sent",
+});
+
+export const entryDetail: EntryDetail = {
+  entry_id: "01900000-0000-7000-8000-000000000001",
+  agent_id: "agent",
+  state: "live",
+  always_on: false,
+  restriction: "none",
+  current_revision_id: "rev-2",
+  revisions: [
+    {
+      id: "rev-1",
+      revision_number: 1,
+      operation: "create",
+      body: "Leads the payments team.",
+      subject_label: "Dana (id U321)",
+      source_label: "Dana (id U321)",
+      created_at: "2026-12-01T10:00:00Z",
+      sources: [knownSource("s1", "m1")],
+    },
+    {
+      id: "rev-2",
+      revision_number: 2,
+      operation: "amend",
+      body: "Leads the platform team.",
+      subject_label: "Dana Smith (id U321)",
+      source_label: "Dana (id U321)",
+      created_at: "2026-12-02T10:00:00Z",
+      sources: [
+        knownSource("s2", "m1"),
+        knownSource("s2-copy", "m1"),
+        {
+          id: "s3",
+          kind: "retrieved_revision",
+          message_id: null,
+          parent_revision_id: "other-rev",
+          evidence: { state: "unknown", actors: [], labels: [] },
+          evidence_basis: "that revision has a source of unknown audience",
+        },
+      ],
+    },
+  ],
+  messages: [
+    {
+      id: "m1",
+      conversation_title: "#engineering",
+      direction: "inbound",
+      sender_name: "Dana",
+      authenticated: true,
+      sent_at: "2026-12-01T09:59:00Z",
+      excerpt: "I lead the payments team.",
+    },
+  ],
+  linked_revisions: [{ id: "other-rev", entry_id: "e9", revision_number: 1, body_preview: "Forwarded budget note" }],
+};
+
+export const eventPage: RetrievalEventPage = {
+  events: [
+    {
+      id: "ev-1",
+      agent_name: "mesh-assistant",
+      conversation_title: "#engineering",
+      mode: "prompt",
+      destination_audience: ["Victor (id U123)", "Priya (id U456)"],
+      selected_count: 2,
+      candidate_count: 7,
+      cost_tokens: 120,
+      token_budget: 4096,
+      degradation_category: "semantic_unavailable",
+      degradation_categories: ["semantic_unavailable"],
+      created_at: "2026-12-02T10:00:00Z",
+    },
+  ],
+  next_after: null,
+};
+
+export const eventDetail: RetrievalEventDetail = {
+  id: "ev-1",
+  agent_id: "agent",
+  conversation_id: "conv",
+  mode: "prompt",
+  has_query_digest: true,
+  query_was_empty: false,
+  destination_audience: ["Victor (id U123)", "Priya (id U456)"],
+  selections: [
+    {
+      entry_id: "01900000-0000-7000-8000-000000000001",
+      revision_id: "rev-2",
+      revision_number: 2,
+      score: 0.05,
+      components: {
+        sources: ["lexical", "conversation"],
+        lexical_rank: 1,
+        lexical: 0.0164,
+        semantic_rank: null,
+        semantic: 0,
+        subject_boost: 0,
+        conversation_boost: 0.02,
+        recency: 0.0136,
+        always_on: 0,
+      },
+      reason: "matched the query (lexical rank 1); formed in this conversation",
+      cost_tokens: 60,
+    },
+  ],
+  skipped: [{ entry_id: "big-entry", revision_id: "big-rev", cost_tokens: 5000, reason: "larger_than_allowance" }],
+  withheld: [{ category: "eligibility_withheld_unknown", count: 3 }],
+  candidate_count: 7,
+  cost_tokens: 60,
+  token_budget: 4096,
+  count_budget: 8,
+  elapsed_ms: 4.2,
+  degradation_category: "semantic_unavailable",
+  degradation_categories: ["semantic_unavailable"],
+  created_at: "2026-12-02T10:00:00Z",
+};
+
+export const pendingRequest: SharingRequest = {
+  id: "req-1",
+  state: "pending",
+  agent_name: "mesh-assistant",
+  revision_id: "rev-9",
+  entry_id: "entry-9",
+  revision_number: 1,
+  body: "Wants to be paged on Slack, never by phone.",
+  revision_is_current: true,
+  requested_by: "Alex",
+  requested_in: "DM with Alex (U790)",
+  target_conversation: "#engineering",
+  rationale: "Alex asked me to tell the team.",
+  proposed_audience: ["Priya (id U456)", "Victor (id U123)"],
+  created_at: "2026-12-02T10:00:00Z",
+  expires_at: "2026-12-09T10:00:00Z",
+  decided_at: null,
+  decided_by: null,
+  decision_reason: null,
+};

@@ -1,0 +1,249 @@
+import { beforeEach, describe, expect, it, vi } from "vitest";
+import { fireEvent, screen, waitFor, within } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { commands } from "../bindings";
+import { entryDetail, entryPage, eventDetail, eventPage, pendingRequest, renderWithQuery } from "../test/fixtures";
+import { SignIn } from "./SignIn";
+import { MemoryBrowser } from "./MemoryBrowser";
+import { EntryDetailView } from "./EntryDetail";
+import { RetrievalEvents } from "./RetrievalEvents";
+import { SharingQueue } from "./SharingQueue";
+import { EvidenceReview } from "./EvidenceReview";
+import { ExplainView } from "./Explain";
+
+// Component tests replace the IPC layer only; the real command layer is covered by the
+// end-to-end suite (scripts/test-console.sh).
+vi.mock("../bindings", () => ({
+  commands: {
+    consoleStatus: vi.fn(),
+    createFirstOperator: vi.fn(),
+    signIn: vi.fn(),
+    signOut: vi.fn(),
+    listAgents: vi.fn(),
+    listSubjects: vi.fn(),
+    listConversations: vi.fn(),
+    browseEntries: vi.fn(),
+    entryDetail: vi.fn(),
+    evidenceReview: vi.fn(),
+    retrievalEvents: vi.fn(),
+    retrievalEvent: vi.fn(),
+    explain: vi.fn(),
+    sharingRequests: vi.fn(),
+    decideSharingRequest: vi.fn(),
+  },
+}));
+
+const mocked = vi.mocked(commands);
+const status = {
+  database_error: null,
+  embedded: true,
+  database_label: "/tmp/run / mesh",
+  needs_first_operator: true,
+  session: null,
+};
+const operator = { role: "ops_alice", can_browse: true, can_approve: true, limitation: null };
+const reader = {
+  role: "console_reader",
+  can_browse: true,
+  can_approve: false,
+  limitation: "role console_reader is not a member of mesh_operator, so it can browse but not approve",
+};
+
+beforeEach(() => {
+  vi.resetAllMocks();
+  mocked.listAgents.mockResolvedValue([{ id: "agent", name: "mesh-assistant", live_entries: 9 }]);
+  mocked.listSubjects.mockResolvedValue([{ id: "a1", label: "Dana (id U321)" }]);
+  mocked.listConversations.mockResolvedValue([
+    { id: "conv", agent_id: "agent", title: "#engineering", topology: "channel" },
+  ]);
+});
+
+describe("SignIn", () => {
+  it("on first run creates the operator role with the chosen name and password", async () => {
+    mocked.createFirstOperator.mockResolvedValue(operator);
+    renderWithQuery(<SignIn status={status} />);
+    expect(screen.getByText(/First run/)).toBeTruthy();
+    await userEvent.type(screen.getByLabelText("Role name"), "ops_alice");
+    await userEvent.type(screen.getByLabelText("Password"), "correct-horse-battery");
+    await userEvent.type(screen.getByLabelText("Repeat password"), "correct-horse-battery");
+    await userEvent.click(screen.getByRole("button", { name: "Create role and sign in" }));
+    await waitFor(() => expect(mocked.createFirstOperator).toHaveBeenCalledWith("ops_alice", "correct-horse-battery"));
+    expect(mocked.signIn).not.toHaveBeenCalled();
+  });
+
+  it("refuses differing passwords before asking the backend", async () => {
+    renderWithQuery(<SignIn status={status} />);
+    await userEvent.type(screen.getByLabelText("Role name"), "ops_alice");
+    await userEvent.type(screen.getByLabelText("Password"), "correct-horse-battery");
+    await userEvent.type(screen.getByLabelText("Repeat password"), "something-else-entirely");
+    expect(screen.getByRole("alert").textContent).toMatch(/passwords differ/);
+    expect((screen.getByRole("button", { name: "Create role and sign in" }) as HTMLButtonElement).disabled).toBe(true);
+  });
+
+  it("shows the backend's reason when sign-in fails", async () => {
+    mocked.signIn.mockRejectedValue({ kind: "not_signed_in", message: "sign-in failed: wrong role name or password" });
+    renderWithQuery(<SignIn status={{ ...status, needs_first_operator: false }} />);
+    await userEvent.type(screen.getByLabelText("Role name"), "ops_alice");
+    await userEvent.type(screen.getByLabelText("Password"), "nope");
+    await userEvent.click(screen.getByRole("button", { name: "Sign in" }));
+    expect((await screen.findByRole("alert")).textContent).toMatch(/wrong role name or password/);
+  });
+});
+
+describe("MemoryBrowser", () => {
+  it("shows loading, then rows; arrow keys and Enter open an entry", async () => {
+    mocked.browseEntries.mockResolvedValue(entryPage);
+    const onOpen = vi.fn();
+    renderWithQuery(<MemoryBrowser onOpen={onOpen} />);
+    expect(screen.getByRole("status").textContent).toMatch(/Loading memory/);
+    const table = await screen.findByRole("table", { name: "Memory entries" });
+    const rows = within(table).getAllByRole("row").slice(1);
+    expect(rows).toHaveLength(2);
+    expect(within(rows[1]).getByText("evidence unknown")).toBeTruthy();
+    rows[0].focus();
+    fireEvent.keyDown(rows[0], { key: "ArrowDown" });
+    expect(document.activeElement).toBe(rows[1]);
+    fireEvent.keyDown(rows[1], { key: "Enter" });
+    expect(onOpen).toHaveBeenCalledWith(entryPage.entries[1].entry_id);
+  });
+
+  it("pages with the keyset cursor and sends filters", async () => {
+    mocked.browseEntries.mockResolvedValueOnce(entryPage).mockResolvedValueOnce({ entries: [], next_after: null });
+    renderWithQuery(<MemoryBrowser onOpen={() => {}} />);
+    await userEvent.click(await screen.findByRole("button", { name: "Load more" }));
+    await waitFor(() => expect(mocked.browseEntries).toHaveBeenCalledTimes(2));
+    expect(mocked.browseEntries.mock.calls[1][1]).toBe(entryPage.next_after);
+    mocked.browseEntries.mockResolvedValue({ entries: [], next_after: null });
+    await userEvent.selectOptions(screen.getByLabelText("State"), "forgotten");
+    await waitFor(() =>
+      expect(mocked.browseEntries).toHaveBeenLastCalledWith({ agent: null, subject: null, state: "forgotten", text: null }, null),
+    );
+    expect(await screen.findByText(/No memory matches/)).toBeTruthy();
+  });
+
+  it("shows an error with a retry", async () => {
+    mocked.browseEntries.mockRejectedValue({ kind: "database", message: "database error: connection refused" });
+    renderWithQuery(<MemoryBrowser onOpen={() => {}} />);
+    expect((await screen.findByRole("alert")).textContent).toMatch(/connection refused/);
+    mocked.browseEntries.mockResolvedValue(entryPage);
+    await userEvent.click(screen.getByRole("button", { name: "Retry" }));
+    expect(await screen.findByRole("table", { name: "Memory entries" })).toBeTruthy();
+  });
+});
+
+describe("EntryDetailView", () => {
+  it("diffs body and subject between revisions", async () => {
+    mocked.entryDetail.mockResolvedValue(entryDetail);
+    renderWithQuery(<EntryDetailView entryId={entryDetail.entry_id} onClose={() => {}} />);
+    const rev2 = await screen.findByTestId("revision-2");
+    expect(within(rev2).getByText("payments", { selector: "del" })).toBeTruthy();
+    expect(within(rev2).getByText("platform", { selector: "ins" })).toBeTruthy();
+    expect(within(rev2).getByTestId("subject-diff").textContent).toBe("Dana (id U321) → Dana Smith (id U321)");
+    expect(within(screen.getByTestId("revision-1")).queryByTestId("body-diff")).toBeNull();
+  });
+
+  it("shows each distinct lineage source once, with its audience evidence", async () => {
+    mocked.entryDetail.mockResolvedValue(entryDetail);
+    renderWithQuery(<EntryDetailView entryId={entryDetail.entry_id} onClose={() => {}} />);
+    await userEvent.click(await screen.findByRole("tab", { name: "Lineage" }));
+    expect(screen.getByTestId("lineage-graph")).toBeTruthy();
+    const items = within(screen.getByRole("list", { name: "Lineage sources" })).getAllByRole("listitem");
+    expect(items).toHaveLength(2);
+    expect(items[0].textContent).toMatch(/audience: Dana \(id U321\), Victor \(id U123\)/);
+    expect(items[1].textContent).toMatch(/audience UNKNOWN/);
+  });
+});
+
+describe("RetrievalEvents", () => {
+  it("lists events with audience and degradation, and shows components, skipped and withheld counts", async () => {
+    mocked.retrievalEvents.mockResolvedValue(eventPage);
+    mocked.retrievalEvent.mockResolvedValue(eventDetail);
+    renderWithQuery(<RetrievalEvents onOpenEntry={() => {}} />);
+    const table = await screen.findByRole("table", { name: "Retrieval events" });
+    expect(within(table).getByText("semantic_unavailable")).toBeTruthy();
+    expect(within(table).getByText("Victor (id U123), Priya (id U456)")).toBeTruthy();
+    await userEvent.click(within(table).getAllByRole("row")[1]);
+    const detail = await screen.findByTestId("event-detail");
+    expect(mocked.retrievalEvent).toHaveBeenCalledWith("ev-1");
+    const bars = within(screen.getByTestId("score-chart")).getAllByText(/: 0\.\d{4}/, { selector: "title" });
+    expect(bars.map((b) => b.textContent)).toEqual([
+      "Lexical (RRF): 0.0164",
+      "Conversation boost: 0.0200",
+      "Recency: 0.0136",
+    ]);
+    expect(within(detail).getByTestId("skipped").textContent).toMatch(/5000 tokens \(larger than allowance\)/);
+    expect(within(detail).getByTestId("withheld").textContent).toMatch(/eligibility_withheld_unknown × 3/);
+  });
+});
+
+describe("SharingQueue", () => {
+  it("approves with a reason and reports who decided", async () => {
+    mocked.sharingRequests.mockResolvedValue([pendingRequest]);
+    mocked.decideSharingRequest.mockResolvedValue({
+      request_id: "req-1",
+      state: "approved",
+      grant_id: "grant-1",
+      decided_by: "ops_alice",
+    });
+    renderWithQuery(<SharingQueue session={operator} onOpenEntry={() => {}} />);
+    const card = await screen.findByTestId("request-req-1");
+    expect(within(card).getByTestId("proposed-audience").textContent).toBe("Priya (id U456), Victor (id U123)");
+    const approve = within(card).getByRole("button", { name: "Approve" }) as HTMLButtonElement;
+    expect(approve.disabled).toBe(true);
+    await userEvent.type(within(card).getByRole("textbox"), "verified with Alex");
+    await userEvent.click(approve);
+    await waitFor(() => expect(mocked.decideSharingRequest).toHaveBeenCalledWith("req-1", true, "verified with Alex"));
+    expect((await screen.findByTestId("decision-result")).textContent).toMatch(/approved by ops_alice/);
+  });
+
+  it("cannot approve a request whose revision is no longer current", async () => {
+    mocked.sharingRequests.mockResolvedValue([{ ...pendingRequest, revision_is_current: false }]);
+    renderWithQuery(<SharingQueue session={operator} onOpenEntry={() => {}} />);
+    const card = await screen.findByTestId("request-req-1");
+    await userEvent.type(within(card).getByRole("textbox"), "looks fine");
+    expect((within(card).getByRole("button", { name: "Approve" }) as HTMLButtonElement).disabled).toBe(true);
+    expect(within(card).getByRole("note").textContent).toMatch(/no longer be approved/);
+    expect((within(card).getByRole("button", { name: "Deny" }) as HTMLButtonElement).disabled).toBe(false);
+  });
+
+  it("tells a role without operator rights why it cannot decide", async () => {
+    mocked.sharingRequests.mockResolvedValue([pendingRequest]);
+    renderWithQuery(<SharingQueue session={reader} onOpenEntry={() => {}} />);
+    const card = await screen.findByTestId("request-req-1");
+    expect(within(card).getByRole("note").textContent).toMatch(/not a member of mesh_operator/);
+    expect((within(card).getByRole("button", { name: "Approve" }) as HTMLButtonElement).disabled).toBe(true);
+    expect((within(card).getByRole("button", { name: "Deny" }) as HTMLButtonElement).disabled).toBe(true);
+  });
+});
+
+describe("EvidenceReview and Explain", () => {
+  it("lists revisions with unknown evidence, or says none are waiting", async () => {
+    mocked.evidenceReview.mockResolvedValueOnce({ items: [], next_after: null });
+    renderWithQuery(<EvidenceReview onOpenEntry={() => {}} />);
+    expect(await screen.findByText(/No memory is waiting/)).toBeTruthy();
+  });
+
+  it("explains which rule rejects an entry in a conversation", async () => {
+    mocked.browseEntries.mockResolvedValue(entryPage);
+    mocked.explain.mockResolvedValue({
+      entry_id: entryPage.entries[1].entry_id,
+      revision_id: "rev",
+      eligible: false,
+      rule: "unknown_evidence",
+      explanation: "withheld: source s has unknown audience evidence (needs review or a sharing grant)",
+      audience: ["Victor (id U123)"],
+      failing_source: { source_id: "s", kind: "message", evidence_basis: "conversation topology is not proven", missing_actors: [] },
+    });
+    renderWithQuery(<ExplainView />);
+    await screen.findByRole("option", { name: /Q3 budget/ });
+    await screen.findByRole("option", { name: /#engineering/ });
+    await userEvent.selectOptions(screen.getByTestId("explain-entry"), entryPage.entries[1].entry_id);
+    await userEvent.selectOptions(screen.getByTestId("explain-conversation"), "conv");
+    await userEvent.click(screen.getByRole("button", { name: "Explain" }));
+    const verdict = await screen.findByTestId("explain-verdict");
+    expect(mocked.explain).toHaveBeenCalledWith(entryPage.entries[1].entry_id, "conv");
+    expect(verdict.textContent).toMatch(/Not eligible/);
+    expect(verdict.textContent).toMatch(/unknown_evidence/);
+    expect(verdict.textContent).toMatch(/topology is not proven/);
+  });
+});
