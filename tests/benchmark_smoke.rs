@@ -1,0 +1,62 @@
+//! Smoke runs of the quality evaluation (LoCoMo dev split) and the 10k speed benchmark, as CI
+//! runs them. They assert sanity only — no errors, zero eligibility violations, searches that find
+//! things, hybrid recall at least lexical recall when a vector index is present — never timings:
+//! figures are printed for BENCHMARKS.md, targets are read from the report.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mesh_memory::bench::{self, BenchOptions};
+use mesh_memory::evaluation::{self, locomo, EvalOptions};
+use mesh_memory::retrieval::RetrievalConfig;
+
+fn locomo_dev_split() -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/locomo/locomo-dev.json");
+    assert!(
+        path.is_file(),
+        "the LoCoMo dev split is expected at {} (shared/ beside the checkout; it is never copied into \
+         the repository because of its CC BY-NC licence)",
+        path.display()
+    );
+    path
+}
+
+#[tokio::test]
+async fn locomo_dev_split_evaluates_without_errors_or_violations() {
+    let db = common::test_db().await;
+    let samples = locomo::read(&locomo_dev_split()).expect("the dev split parses");
+    assert_eq!(samples.len(), 6, "the dev split has 6 conversations");
+    let options = EvalOptions { config: RetrievalConfig::default(), semantic_index: None, max_samples: None };
+    let report = evaluation::run_locomo(&db.store, &samples, &options, |_, _| {}).await.expect("evaluation runs");
+    println!("{}", evaluation::render_table(&report));
+    assert_eq!(report.eligibility_violations, 0);
+    assert!(report.questions > 1000, "every question with evidence is asked: {}", report.questions);
+    let lexical = &report.overall["lexical"];
+    let bm25 = &report.overall["bm25"];
+    assert!(lexical.recall_at_10 > 0.2, "lexical retrieval finds evidence: {lexical:?}");
+    assert!(bm25.recall_at_10 > 0.2, "the baseline finds evidence: {bm25:?}");
+    if let Some(hybrid) = report.overall.get("hybrid") {
+        assert!(hybrid.recall_at_10 >= lexical.recall_at_10, "hybrid must not lose lexical recall");
+    }
+}
+
+#[tokio::test]
+async fn the_10k_speed_bench_runs_and_finds_things() {
+    let admin: sqlx::postgres::PgConnectOptions = common::admin_url().parse().unwrap();
+    let options = BenchOptions {
+        sizes: vec![10_000],
+        queries: 50,
+        write_duration: Duration::from_secs(1),
+        writers: 4,
+        keep_databases: false,
+    };
+    let reports = bench::run(&admin, &options, |stage| eprintln!("bench: {stage}")).await.expect("bench runs");
+    println!("{}", bench::render_table(&reports));
+    let report = &reports[0];
+    assert_eq!(report.revisions, 10_000);
+    assert_eq!(report.lexical.samples, 50);
+    assert!(report.lexical_selections_per_query > 0.0, "searches return memories");
+    assert!(report.remembers_per_second > 0.0 && report.amends_per_second > 0.0);
+}
