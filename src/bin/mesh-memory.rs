@@ -223,6 +223,12 @@ enum DemoAction {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // Behave like other Unix tools when the reader goes away (`mesh-memory turns | head`): end
+    // quietly on SIGPIPE instead of panicking inside println!.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread writes to stdout.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("MESH_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
