@@ -347,3 +347,31 @@ async fn every_revision_write_enqueues_index_work_in_the_same_transaction() {
         ]
     );
 }
+
+#[tokio::test]
+async fn unknown_references_are_typed_errors_that_commit_nothing() {
+    let db = test_db().await;
+    let mut w = World::new(&db.store, "agent").await;
+    let me = w.person("Me", "U1").await;
+    let conv = w.conversation("C1", Topology::Channel, &[&me]).await;
+    let message = w.say(conv, &me, "hello").await;
+    let before = row_counts(&db.pool).await;
+
+    let mut unknown_subject = w.memory("fact", None, me.actor, conv, message);
+    unknown_subject.subject = Some(mesh_memory::ActorId::generate());
+    let err = db.store.create_entry(unknown_subject).await.unwrap_err();
+    assert!(matches!(err, StoreError::InvalidInput { field: "subject", .. }), "{err}");
+
+    let other = World::new(&db.store, "other").await;
+    let foreign_conversation = other.conversation("C2", Topology::Channel, &[]).await;
+    let mut foreign_origin = w.memory("fact", None, me.actor, conv, message);
+    foreign_origin.origin_conversation = Some(foreign_conversation);
+    let err = db.store.create_entry(foreign_origin).await.unwrap_err();
+    assert!(matches!(err, StoreError::UnknownReference { kind: "conversation", .. }), "{err}");
+
+    let mut no_agent = w.memory("fact", None, me.actor, conv, message);
+    no_agent.agent = mesh_memory::AgentId::generate();
+    let err = db.store.create_entry(no_agent).await.unwrap_err();
+    assert!(matches!(err, StoreError::UnknownReference { kind: "runtime agent", .. }), "{err}");
+    assert_eq!(before, row_counts(&db.pool).await);
+}

@@ -42,6 +42,9 @@ pub(crate) async fn insert_source(
     }
 }
 
+/// One statement: finds the message (of this agent only), inserts the source with its evidence
+/// and, when known, the audience: the members when the message was sent plus its inbound sender,
+/// without the agent's own actor. Nothing is inserted for a foreign or missing message.
 async fn insert_message_source(
     tx: &mut Transaction<'_, Postgres>,
     agent: AgentId,
@@ -49,54 +52,45 @@ async fn insert_message_source(
     message: MessageId,
     kind: &str,
 ) -> Result<(), StoreError> {
-    let found: Option<(bool,)> = sqlx::query_as(
-        "SELECT c.topology = 'unknown' FROM messages m JOIN conversations c ON c.id = m.conversation_id
-          WHERE m.id = $1 AND m.runtime_agent_id = $2",
+    let inserted: i64 = sqlx::query_scalar(
+        "WITH msg AS (
+             SELECT m.id, m.conversation_id, m.sent_at, m.sender_actor_id, m.direction,
+                    c.topology <> 'unknown' AS known
+               FROM messages m JOIN conversations c ON c.id = m.conversation_id
+              WHERE m.id = $1 AND m.runtime_agent_id = $2
+         ), source AS (
+             INSERT INTO revision_sources (id, revision_id, runtime_agent_id, kind, message_id, evidence, evidence_basis)
+             SELECT $3, $4, $2, $5::revision_source_kind, msg.id,
+                    CASE WHEN msg.known THEN 'known' ELSE 'unknown' END::audience_evidence_state,
+                    CASE WHEN msg.known THEN 'conversation members when the message was sent'
+                         ELSE 'conversation topology is not proven' END
+               FROM msg
+             RETURNING id
+         ), audience AS (
+             INSERT INTO revision_source_audience (source_id, actor_id)
+             SELECT DISTINCT $3::uuid, readers.actor_id
+               FROM msg
+               CROSS JOIN LATERAL (
+                   SELECT cm.actor_id FROM conversation_memberships cm
+                    WHERE cm.conversation_id = msg.conversation_id AND cm.joined_at <= msg.sent_at
+                      AND (cm.left_at IS NULL OR cm.left_at > msg.sent_at)
+                   UNION
+                   SELECT msg.sender_actor_id WHERE msg.direction = 'inbound'
+               ) readers
+               JOIN runtime_agents ra ON ra.id = $2
+              WHERE msg.known AND readers.actor_id <> ra.actor_id
+         )
+         SELECT count(*) FROM source",
     )
     .bind(message)
     .bind(agent)
-    .fetch_optional(&mut **tx)
-    .await?;
-    let Some((topology_unknown,)) = found else {
-        return Err(StoreError::ForeignOrMissingSource { kind: "message", id: message.0 });
-    };
-    let source = SourceId::generate();
-    let (evidence, basis) = if topology_unknown {
-        ("unknown", "conversation topology is not proven")
-    } else {
-        ("known", "conversation members when the message was sent")
-    };
-    sqlx::query(
-        "INSERT INTO revision_sources (id, revision_id, runtime_agent_id, kind, message_id, evidence, evidence_basis)
-         VALUES ($1, $2, $3, $4::revision_source_kind, $5, $6::audience_evidence_state, $7)",
-    )
-    .bind(source)
+    .bind(SourceId::generate())
     .bind(revision)
-    .bind(agent)
     .bind(kind)
-    .bind(message)
-    .bind(evidence)
-    .bind(basis)
-    .execute(&mut **tx)
+    .fetch_one(&mut **tx)
     .await?;
-    if !topology_unknown {
-        sqlx::query(
-            "INSERT INTO revision_source_audience (source_id, actor_id)
-             SELECT $1, readers.actor_id FROM (
-                 SELECT cm.actor_id FROM messages m
-                   JOIN conversation_memberships cm ON cm.conversation_id = m.conversation_id
-                  WHERE m.id = $2 AND cm.joined_at <= m.sent_at AND (cm.left_at IS NULL OR cm.left_at > m.sent_at)
-                 UNION
-                 SELECT m.sender_actor_id FROM messages m WHERE m.id = $2 AND m.direction = 'inbound'
-             ) readers
-             JOIN runtime_agents ra ON ra.id = $3
-             WHERE readers.actor_id <> ra.actor_id",
-        )
-        .bind(source)
-        .bind(message)
-        .bind(agent)
-        .execute(&mut **tx)
-        .await?;
+    if inserted == 0 {
+        return Err(StoreError::ForeignOrMissingSource { kind: "message", id: message.0 });
     }
     Ok(())
 }

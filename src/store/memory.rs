@@ -257,20 +257,10 @@ impl Store {
             Restriction::None => ("none", None),
             Restriction::ConversationOnly(c) => ("conversation_only", Some(c)),
         };
+        // References are checked by the schema's foreign keys (one round trip fewer each) and a
+        // violation is mapped to the typed error naming the reference; the transaction rolls back.
+        let reference_error = |e: sqlx::Error| reference_error(e, &new);
         let mut tx = self.pool.begin().await?;
-        check_actor(&mut tx, "subject", new.subject).await?;
-        check_actor(&mut tx, "source actor", new.source_actor).await?;
-        for conversation in [new.origin_conversation, restricted_to].into_iter().flatten() {
-            let found: Option<(i32,)> =
-                sqlx::query_as("SELECT 1 FROM conversations WHERE id = $1 AND runtime_agent_id = $2")
-                    .bind(conversation)
-                    .bind(new.agent)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            if found.is_none() {
-                return Err(StoreError::UnknownReference { kind: ConversationId::LABEL, id: conversation.0 });
-            }
-        }
         sqlx::query(
             "INSERT INTO memory_entries (id, runtime_agent_id, always_on, restriction, restricted_conversation_id,
                                          origin_conversation_id, current_revision_id)
@@ -285,16 +275,16 @@ impl Store {
         .bind(revision)
         .execute(&mut *tx)
         .await
-        .map_err(|e| match &e {
-            sqlx::Error::Database(db) if db.is_foreign_key_violation() => {
-                StoreError::UnknownReference { kind: AgentId::LABEL, id: new.agent.0 }
-            }
-            _ => StoreError::Database(e),
-        })?;
+        .map_err(reference_error)?;
         sqlx::query(
-            "INSERT INTO memory_entry_revisions (id, entry_id, runtime_agent_id, revision_number, operation, body,
-                                                 subject_actor_id, source_actor_id)
-             VALUES ($1, $2, $3, 1, 'create', $4, $5, $6)",
+            "WITH revision AS (
+                 INSERT INTO memory_entry_revisions (id, entry_id, runtime_agent_id, revision_number, operation, body,
+                                                     subject_actor_id, source_actor_id)
+                 VALUES ($1, $2, $3, 1, 'create', $4, $5, $6)
+                 RETURNING id, runtime_agent_id
+             )
+             INSERT INTO index_outbox (runtime_agent_id, revision_id, work)
+             SELECT runtime_agent_id, id, 'index_revision' FROM revision",
         )
         .bind(revision)
         .bind(entry)
@@ -303,11 +293,11 @@ impl Store {
         .bind(new.subject)
         .bind(new.source_actor)
         .execute(&mut *tx)
-        .await?;
+        .await
+        .map_err(reference_error)?;
         for source in distinct(&new.sources) {
             insert_source(&mut tx, new.agent, revision, source).await?;
         }
-        enqueue_index_work(&mut tx, new.agent, revision, "index_revision").await?;
         tx.commit().await?;
         Ok(CommittedWrite {
             operation: WriteOperation::Create,
@@ -412,6 +402,36 @@ impl Store {
             revision_number: current.revision_number,
             subject_changed: false,
         }))
+    }
+}
+
+/// Maps a foreign-key violation of a new entry or revision to the typed error naming the
+/// reference that does not exist (constraint names are PostgreSQL's defaults, `<table>_<cols>_fkey`).
+fn reference_error(err: sqlx::Error, new: &NewMemory) -> StoreError {
+    let sqlx::Error::Database(db) = &err else { return StoreError::Database(err) };
+    if !db.is_foreign_key_violation() {
+        return StoreError::Database(err);
+    }
+    let constraint = db.constraint().unwrap_or_default();
+    let conversation = |c: Option<ConversationId>| StoreError::UnknownReference {
+        kind: ConversationId::LABEL,
+        id: c.map(|c| c.0).unwrap_or_default(),
+    };
+    let actor = |field: &'static str, a: Option<ActorId>| {
+        StoreError::invalid(field, format!("actor {} does not exist", a.map(|a| a.to_string()).unwrap_or_default()))
+    };
+    match constraint {
+        "memory_entries_runtime_agent_id_fkey" => {
+            StoreError::UnknownReference { kind: AgentId::LABEL, id: new.agent.0 }
+        }
+        c if c.starts_with("memory_entries_origin_conversation") => conversation(new.origin_conversation),
+        c if c.starts_with("memory_entries_restricted_conversation") => conversation(match new.restriction {
+            Restriction::ConversationOnly(c) => Some(c),
+            Restriction::None => None,
+        }),
+        "memory_entry_revisions_subject_actor_id_fkey" => actor("subject", new.subject),
+        "memory_entry_revisions_source_actor_id_fkey" => actor("source actor", new.source_actor),
+        _ => StoreError::Database(err),
     }
 }
 
