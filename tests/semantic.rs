@@ -508,7 +508,7 @@ async fn a_rebuild_degrades_to_index_rebuilding_then_switches_atomically() {
     let retriever = Retriever::new(db.store.clone(), RetrievalConfig::default())
         .with_semantic_index(Arc::new(PgVectorIndex::new(old.clone())));
     let during = retriever.search(&recall(&s, "tabs")).await.unwrap();
-    assert_eq!(during.degradation_categories, vec![DegradationCategory::SemanticRebuilding]);
+    assert_eq!(during.degradation_categories, vec![DegradationCategory::IndexRebuilding]);
     assert_eq!(during.used_revisions(), vec![s.tabs.1], "lexical results still come back");
     let progress = mesh_memory::semantic::rebuild_progress(&db.pool).await.unwrap().unwrap();
     assert_eq!(progress, RebuildProgress { generation: building.id, embedded: 0, total: 4 });

@@ -27,7 +27,7 @@ pub enum DegradationCategory {
     /// Semantic work passed its deadline.
     SemanticTimeout,
     /// The vector index is being rebuilt.
-    SemanticRebuilding,
+    IndexRebuilding,
     /// The eligible set exceeded the semantic cap.
     SemanticOversized,
     /// The semantic provider failed.
@@ -44,7 +44,7 @@ impl DegradationCategory {
         match self {
             Self::SemanticUnavailable => "semantic_unavailable",
             Self::SemanticTimeout => "semantic_timeout",
-            Self::SemanticRebuilding => "semantic_rebuilding",
+            Self::IndexRebuilding => "index_rebuilding",
             Self::SemanticOversized => "semantic_oversized",
             Self::SemanticFailed => "semantic_failed",
             Self::EligibilityWithheldUnknown => "eligibility_withheld_unknown",

@@ -512,7 +512,7 @@ impl Retriever {
 fn semantic_category(failure: SemanticFailure) -> DegradationCategory {
     match failure {
         SemanticFailure::Unavailable => DegradationCategory::SemanticUnavailable,
-        SemanticFailure::Rebuilding => DegradationCategory::SemanticRebuilding,
+        SemanticFailure::Rebuilding => DegradationCategory::IndexRebuilding,
         SemanticFailure::Oversized => DegradationCategory::SemanticOversized,
         SemanticFailure::Failed => DegradationCategory::SemanticFailed,
     }

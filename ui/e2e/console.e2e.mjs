@@ -16,7 +16,9 @@ const DRIVER = process.env.TAURI_DRIVER;
 const FIXTURE = process.env.FIXTURE;
 const ids = JSON.parse(process.env.FIXTURE_JSON ?? "{}");
 const SHOTS = process.env.SCREENSHOT_DIR ?? "target/console-screenshots";
-const PORT = 4444;
+// Random ports unless given, so concurrent runs on one machine do not collide.
+const PORT = Number(process.env.WEBDRIVER_PORT ?? 20000 + Math.floor(Math.random() * 20000));
+const NATIVE_PORT = PORT + 1;
 const BASE = `http://127.0.0.1:${PORT}`;
 const OPERATOR = "ops_alice";
 const OPERATOR_PASSWORD = "correct-horse-battery";
@@ -28,6 +30,7 @@ async function wd(method, path, body) {
     method,
     headers: { "content-type": "application/json" },
     body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(60000),
   });
   const json = await response.json().catch(() => ({}));
   if (!response.ok) {
@@ -107,12 +110,12 @@ test("operator console, end to end in a real window", { timeout: 240000 }, async
     }
   });
   assert.ok(APP && DRIVER && FIXTURE && ids.request_id, "CONSOLE_APP, TAURI_DRIVER, FIXTURE and FIXTURE_JSON are required");
-  const driver = spawn(DRIVER, ["--port", String(PORT)], { stdio: ["ignore", "inherit", "inherit"] });
+  const driver = spawn(DRIVER, ["--port", String(PORT), "--native-port", String(NATIVE_PORT)], { stdio: ["ignore", "inherit", "inherit"] });
   t.after(async () => {
     if (session) await wd("DELETE", `/session/${session}`).catch(() => {});
     driver.kill("SIGTERM");
   });
-  await waitFor("tauri-driver", async () => (await fetch(`${BASE}/status`)).ok, 30000);
+  await waitFor("tauri-driver", async () => (await fetch(`${BASE}/status`, { signal: AbortSignal.timeout(5000) })).ok, 30000);
   const created = await wd("POST", "/session", {
     capabilities: { alwaysMatch: { "tauri:options": { application: APP } } },
   });
