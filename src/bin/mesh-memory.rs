@@ -495,7 +495,13 @@ async fn eval_locomo(
     eprintln!("evaluating in scratch database {}", scratch.name);
     let options = evaluation::EvalOptions {
         config: mesh_memory::retrieval::RetrievalConfig::default(),
-        semantic_index: None,
+        embedder: match mesh_memory::semantic::embedder_from_env() {
+            Ok(embedder) => Some(embedder),
+            Err(err) => {
+                eprintln!("semantic and hybrid variants unavailable: {err}");
+                None
+            }
+        },
         max_samples,
     };
     let store = Store::new(scratch.pool.clone());

@@ -46,6 +46,9 @@ pub enum EvalError {
     /// The eligibility re-check failed.
     #[error("eligibility re-check: {0}")]
     Privacy(#[from] crate::privacy::PrivacyError),
+    /// Embedding the memories failed.
+    #[error("semantic index: {0}")]
+    Semantic(#[from] crate::semantic::SemanticError),
 }
 
 /// One retrieval variant under evaluation.
@@ -93,14 +96,17 @@ pub struct EvalReport {
     pub unavailable: BTreeMap<String, String>,
     /// Seconds spent loading memories.
     pub load_seconds: f64,
+    /// Seconds spent embedding and indexing them, when semantic variants ran.
+    pub index_seconds: Option<f64>,
 }
 
 /// What the runner needs besides the data.
 pub struct EvalOptions {
     /// Retrieval weights (shared by every variant).
     pub config: RetrievalConfig,
-    /// The vector index for the semantic and hybrid variants; `None` marks them unavailable.
-    pub semantic_index: Option<Arc<dyn SemanticIndex>>,
+    /// The embedder for the semantic and hybrid variants: after loading, the outbox is drained
+    /// with it into pgvector, and queries search that index. `None` marks them unavailable.
+    pub embedder: Option<Arc<dyn crate::semantic::Embedder>>,
     /// Evaluate at most this many samples.
     pub max_samples: Option<usize>,
 }
@@ -208,7 +214,21 @@ pub async fn run_locomo(
     let lexical = Retriever::new(store.clone(), options.config.clone());
     let mut variants: Vec<(Variant, Option<Retriever>)> =
         vec![(Variant::Lexical, Some(lexical)), (Variant::Bm25, None)];
-    match &options.semantic_index {
+    let semantic_index: Option<Arc<dyn SemanticIndex>> = match &options.embedder {
+        Some(embedder) => {
+            let timer = Instant::now();
+            let worker = crate::semantic::IndexWorker::new(
+                store.pool().clone(),
+                embedder.clone(),
+                crate::semantic::WorkerConfig::default(),
+            );
+            worker.drain().await?;
+            report.index_seconds = Some(timer.elapsed().as_secs_f64());
+            Some(Arc::new(crate::semantic::PgVectorIndex::new(embedder.clone())))
+        }
+        None => None,
+    };
+    match &semantic_index {
         Some(index) => {
             let semantic_only = RetrievalConfig { lexical_enabled: false, ..options.config.clone() };
             variants.push((
