@@ -31,8 +31,11 @@ async fn locomo_dev_split_evaluates_without_errors_or_violations() {
     assert_eq!(samples.len(), 6, "the dev split has 6 conversations");
     let embedder = mesh_memory::semantic::local::LocalMiniLm::load_default()
         .expect("the local model (scripts/setup-embedder.sh) is needed for the hybrid variant");
-    let options =
-        EvalOptions { config: RetrievalConfig::default(), embedder: Some(std::sync::Arc::new(embedder)), max_samples: None };
+    let options = EvalOptions {
+        config: RetrievalConfig::default(),
+        embedder: Some(std::sync::Arc::new(embedder)),
+        max_samples: None,
+    };
     let report = evaluation::run_locomo(&db.store, &samples, &options, |_, _| {}).await.expect("evaluation runs");
     println!("{}", evaluation::render_table(&report));
     assert_eq!(report.eligibility_violations, 0);
@@ -43,7 +46,10 @@ async fn locomo_dev_split_evaluates_without_errors_or_violations() {
     assert!(bm25.recall_at_10 > 0.2, "the baseline finds evidence: {bm25:?}");
     let hybrid = &report.overall["hybrid"];
     assert!(report.overall["semantic"].recall_at_10 > 0.0, "semantic retrieval finds evidence");
-    assert!(hybrid.recall_at_10 >= lexical.recall_at_10, "hybrid must not lose lexical recall: {hybrid:?} vs {lexical:?}");
+    assert!(
+        hybrid.recall_at_10 >= lexical.recall_at_10,
+        "hybrid must not lose lexical recall: {hybrid:?} vs {lexical:?}"
+    );
 }
 
 #[tokio::test]
@@ -55,6 +61,7 @@ async fn the_10k_speed_bench_runs_and_finds_things() {
         write_duration: Duration::from_secs(1),
         writers: 4,
         keep_databases: false,
+        hybrid_max_revisions: 10_000,
     };
     let reports = bench::run(&admin, &options, |stage| eprintln!("bench: {stage}")).await.expect("bench runs");
     println!("{}", bench::render_table(&reports));
@@ -63,4 +70,5 @@ async fn the_10k_speed_bench_runs_and_finds_things() {
     assert_eq!(report.lexical.samples, 50);
     assert!(report.lexical_selections_per_query > 0.0, "searches return memories");
     assert!(report.remembers_per_second > 0.0 && report.amends_per_second > 0.0);
+    assert_eq!(report.hybrid.as_ref().map(|h| h.samples), Some(50), "hybrid recall was measured");
 }

@@ -2,6 +2,7 @@
 //! percentiles, write throughput with the outbox, and how each grows with N. Figures are printed,
 //! never asserted on time: targets are read from the report, not from a timed unit test.
 
+pub mod hashing;
 pub mod synthetic;
 
 use std::sync::Arc;
@@ -237,6 +238,9 @@ pub struct BenchOptions {
     pub writers: usize,
     /// Keep the benchmark databases afterwards.
     pub keep_databases: bool,
+    /// Measure hybrid (pgvector) recall only up to this many revisions: building an HNSW index
+    /// over a million vectors takes longer on two cores than the rest of the benchmark.
+    pub hybrid_max_revisions: usize,
 }
 
 /// Figures for one store size.
@@ -252,8 +256,10 @@ pub struct SizeReport {
     pub lexical: Latency,
     /// Mean selections returned per lexical query (a sanity figure: searches do find things).
     pub lexical_selections_per_query: f64,
-    /// Hybrid recall latency, when a vector index was available.
+    /// Hybrid recall latency, when a vector index was built for this size.
     pub hybrid: Option<Latency>,
+    /// Seconds to embed (feature hashing) and COPY the vectors, and to build the HNSW index.
+    pub vector_index_seconds: Option<f64>,
     /// Remembers per second with the outbox.
     pub remembers_per_second: f64,
     /// Amends per second with the outbox.
@@ -302,6 +308,20 @@ async fn measure_size(
     // Warm the caches the way a running service would be warm.
     measure_recall(&retriever, &workspace, options.queries.min(20), 7).await?;
     let (lexical, returned) = measure_recall(&retriever, &workspace, options.queries, 42).await?;
+    let (hybrid, vector_index_seconds) = if size <= options.hybrid_max_revisions {
+        progress(&format!("{size}: embedding and indexing vectors"));
+        let timer = Instant::now();
+        load_vectors(pool).await?;
+        let seconds = timer.elapsed().as_secs_f64();
+        progress(&format!("{size}: hybrid recall x{}", options.queries));
+        let embedder: Arc<dyn crate::semantic::Embedder> = Arc::new(hashing::HashingEmbedder::default());
+        let hybrid = retriever.clone().with_semantic_index(Arc::new(crate::semantic::PgVectorIndex::new(embedder)));
+        measure_recall(&hybrid, &workspace, options.queries.min(20), 7).await?;
+        let (latency, _) = measure_recall(&hybrid, &workspace, options.queries, 42).await?;
+        (Some(latency), Some(seconds))
+    } else {
+        (None, None)
+    };
     progress(&format!("{size}: remember throughput"));
     let remembers_per_second =
         measure_remember_throughput(&store, &workspace, options.writers, options.write_duration).await?;
@@ -314,10 +334,52 @@ async fn measure_size(
         load_seconds,
         lexical_selections_per_query: returned as f64 / options.queries.max(1) as f64,
         lexical,
-        hybrid: None,
+        hybrid,
+        vector_index_seconds,
         remembers_per_second,
         amends_per_second,
     })
+}
+
+/// Embeds every current revision with the hashing embedder into an active generation (COPY, in
+/// chunks) and builds its HNSW index, as `index run` would leave a store.
+async fn load_vectors(pool: &sqlx::PgPool) -> Result<(), BenchError> {
+    let info = hashing::HashingEmbedder::default();
+    let info = crate::semantic::Embedder::info(&info).clone();
+    let generation: i64 = sqlx::query_scalar(
+        "INSERT INTO embedding_generations (provider, model, dimension, state, activated_at)
+         VALUES ($1, $2, $3, 'active', now()) RETURNING id",
+    )
+    .bind(&info.provider)
+    .bind(&info.model)
+    .bind(info.dimension as i32)
+    .fetch_one(pool)
+    .await?;
+    let rows: Vec<(uuid::Uuid, String)> = sqlx::query_as(
+        "SELECT r.id, r.body FROM memory_entries e JOIN memory_entry_revisions r ON r.id = e.current_revision_id
+          WHERE e.state = 'live'",
+    )
+    .fetch_all(pool)
+    .await?;
+    let mut conn = pool.acquire().await?;
+    for chunk in rows.chunks(5_000) {
+        let mut text = String::new();
+        for (id, body) in chunk {
+            let vector: Vec<String> = hashing::hash_vector(body).iter().map(|x| format!("{x:.5}")).collect();
+            text.push_str(&format!("{generation}\t{id}\t{}\t{}\t[{}]\n", info.model, info.dimension, vector.join(",")));
+        }
+        let mut copy = conn
+            .copy_in_raw(
+                "COPY revision_embeddings (generation_id, revision_id, model, dimension, embedding) FROM STDIN",
+            )
+            .await?;
+        copy.send(text.as_bytes()).await?;
+        copy.finish().await?;
+    }
+    drop(conn);
+    sqlx::query("SELECT semantic_ensure_generation_index($1)").bind(generation).execute(pool).await?;
+    sqlx::query("ANALYZE revision_embeddings").execute(pool).await?;
+    Ok(())
 }
 
 /// The reports as a table, with growth ratios against the smallest size.

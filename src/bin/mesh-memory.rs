@@ -115,6 +115,9 @@ enum Command {
         /// Keep the benchmark databases.
         #[arg(long)]
         keep: bool,
+        /// Measure hybrid (pgvector HNSW) recall only up to this many revisions.
+        #[arg(long, default_value_t = 100_000)]
+        hybrid_max: usize,
         /// Also write the report as JSON to this file.
         #[arg(long)]
         json_out: Option<std::path::PathBuf>,
@@ -252,13 +255,14 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Eval { suite: EvalSuite::Locomo { path, max_samples, json_out, keep } } => {
             eval_locomo(cli.database_url.as_deref(), &path, max_samples, json_out.as_deref(), keep).await
         }
-        Command::Bench { sizes, queries, write_seconds, writers, keep, json_out } => {
+        Command::Bench { sizes, queries, write_seconds, writers, keep, hybrid_max, json_out } => {
             let options = mesh_memory::bench::BenchOptions {
                 sizes,
                 queries,
                 write_duration: std::time::Duration::from_secs_f64(write_seconds),
                 writers,
                 keep_databases: keep,
+                hybrid_max_revisions: hybrid_max,
             };
             bench(cli.database_url.as_deref(), &options, json_out.as_deref()).await
         }
