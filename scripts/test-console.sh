@@ -32,6 +32,9 @@ BIN="$CARGO_TARGET_DIR/debug"
 "$BIN/mesh-memory" db stop >/dev/null 2>&1 || true
 rm -rf "$MESH_DATA_DIR" "$SCREENSHOTS"
 mkdir -p "$(dirname "$MESH_DATA_DIR")" "$SCREENSHOTS"
+# A fresh webview profile (local storage keeps the theme), so every run starts the same way.
+export XDG_DATA_HOME="$CARGO_TARGET_DIR/console-e2e/xdg-data" XDG_CACHE_HOME="$CARGO_TARGET_DIR/console-e2e/xdg-cache"
+rm -rf "$XDG_DATA_HOME" "$XDG_CACHE_HOME"
 "$BIN/mesh-memory" db start --ephemeral
 trap '"$BIN/mesh-memory" db stop >/dev/null 2>&1 || true' EXIT
 FIXTURE_JSON="$("$BIN/examples/e2e_fixture" seed)"

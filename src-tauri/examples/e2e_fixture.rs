@@ -7,6 +7,8 @@
 //!   conversation of unknown topology (unknown audience evidence, for evidence review), and a
 //!   browse-only login role. Prints the ids as JSON.
 //! - `grant <request-id>`: prints the grant of that request as JSON (role recorded, audience).
+//! - `browse-timing`: times memory-browser pages (first, deep keyset, each filter) on whatever
+//!   the database holds, for the scale check at a million revisions.
 //!
 //! Uses `DATABASE_URL`, or the embedded default cluster when it is unset.
 
@@ -132,6 +134,42 @@ async fn grant(admin: &sqlx::PgPool, request: &str) -> Result<serde_json::Value>
     })
 }
 
+async fn browse_timing(store: &Store) -> Result<serde_json::Value> {
+    use mesh_memory::store::{BrowseFilter, EntryState};
+    let agent = store.list_runtime_agents().await?.first().map(|a| a.id);
+    let subject = store.list_subjects(None).await?.first().map(|a| a.id);
+    let cases: Vec<(&str, BrowseFilter)> = vec![
+        ("all", BrowseFilter::default()),
+        ("agent", BrowseFilter { agent, ..Default::default() }),
+        ("agent+forgotten", BrowseFilter { agent, state: Some(EntryState::Forgotten), ..Default::default() }),
+        ("subject", BrowseFilter { subject, ..Default::default() }),
+        ("text", BrowseFilter { text: Some("gadget".into()), ..Default::default() }),
+        ("rare text", BrowseFilter { text: Some("\"fact 424242\"".into()), ..Default::default() }),
+    ];
+    let mut out = serde_json::Map::new();
+    for (name, filter) in cases {
+        let started = std::time::Instant::now();
+        let mut page = store.browse_entries(&filter, None, 50).await?;
+        let first_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let mut pages = 1;
+        let deep = std::time::Instant::now();
+        while pages < 20 {
+            let Some(after) = page.next_after else { break };
+            page = store.browse_entries(&filter, Some(after), 50).await?;
+            pages += 1;
+        }
+        let per_page_ms = deep.elapsed().as_secs_f64() * 1000.0 / f64::from((pages - 1).max(1));
+        out.insert(
+            name.into(),
+            serde_json::json!({ "first_page_ms": first_ms, "later_pages_ms_each": per_page_ms, "pages": pages }),
+        );
+    }
+    let started = std::time::Instant::now();
+    store.evidence_review(None, None, 50).await?;
+    out.insert("evidence_review_ms".into(), (started.elapsed().as_secs_f64() * 1000.0).into());
+    Ok(out.into())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -140,6 +178,7 @@ async fn main() -> Result<()> {
     let store = Store::new(db.pool.clone());
     let output = match args.first().map(String::as_str) {
         Some("seed") => seed(&store, &db.pool).await,
+        Some("browse-timing") => browse_timing(&store).await,
         Some("grant") => grant(&db.pool, args.get(1).ok_or("grant needs a request id")?).await,
         _ => Err("usage: e2e_fixture seed | grant <request-id>".into()),
     };

@@ -40,8 +40,11 @@ impl Console {
             Ok(db) => {
                 let admin = db.pool.clone();
                 let server = (*admin.connect_options()).clone();
-                let label =
-                    format!("{} / {}", server.get_host(), server.get_database().unwrap_or("(default database)"));
+                let place = match server.get_socket() {
+                    Some(dir) => format!("socket {}", dir.display()),
+                    None => format!("{}:{}", server.get_host(), server.get_port()),
+                };
+                let label = format!("{place} / {}", server.get_database().unwrap_or("(default database)"));
                 let embedded = db.is_embedded();
                 Self {
                     opened: Ok(Opened { admin, server, embedded, label }),

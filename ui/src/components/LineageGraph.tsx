@@ -1,5 +1,5 @@
 import { useMemo } from "react";
-import { Background, Controls, ReactFlow, type Edge, type Node } from "@xyflow/react";
+import { Background, Controls, Position, ReactFlow, type Edge, type Node } from "@xyflow/react";
 import type { EntryDetail, Revision, Source } from "../api";
 
 function evidenceText(source: Source): string {
@@ -29,6 +29,7 @@ export function LineageGraph({ detail, revision }: { detail: EntryDetail; revisi
       position: { x: columns * 330 + 120, y: Math.max(0, ((rows - 1) * gap) / 2) },
       data: { label: `Revision ${revision.revision_number} (${revision.operation})\n${revision.body.slice(0, 90)}` },
       className: "flow-node revision",
+      targetPosition: Position.Left,
     });
     sources.forEach((source, index) => {
       const unknown = source.evidence.state !== "known";
@@ -50,6 +51,8 @@ export function LineageGraph({ detail, revision }: { detail: EntryDetail; revisi
         position: { x: Math.floor(index / perColumn) * 330, y: (index % perColumn) * gap },
         data: { label: `${label}\n${evidenceText(source)}` },
         className: `flow-node ${unknown ? "unknown" : "known"}`,
+        sourcePosition: Position.Right,
+        targetPosition: Position.Left,
       });
       edges.push({
         id: `edge-${source.id}`,

@@ -1,4 +1,4 @@
-import { useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import { useInfiniteQuery, useQuery } from "@tanstack/react-query";
 import type { ColumnDef } from "@tanstack/react-table";
 import { commands, shortId, when, type RetrievalEventRow } from "../api";
@@ -31,11 +31,17 @@ const columns: ColumnDef<RetrievalEventRow, unknown>[] = [
 
 function EventDetail({ eventId, onOpenEntry }: { eventId: string; onOpenEntry: (id: string) => void }) {
   const event = useQuery({ queryKey: ["event", eventId], queryFn: () => commands.retrievalEvent(eventId) });
+  const card = useRef<HTMLElement>(null);
+  const loaded = event.isSuccess;
+  useEffect(() => {
+    // Bring the opened event into view (the list can be long).
+    if (loaded) card.current?.scrollIntoView?.({ block: "start" });
+  }, [loaded, eventId]);
   if (event.isPending) return <Loading what="retrieval event" />;
   if (event.isError) return <ErrorNote error={event.error} onRetry={() => event.refetch()} />;
   const e = event.data;
   return (
-    <article className="card" data-testid="event-detail" aria-label="Retrieval event detail">
+    <article className="card" data-testid="event-detail" aria-label="Retrieval event detail" ref={card}>
       <h3>
         Event <code>{shortId(e.id)}</code> <span className="badge">{e.mode}</span>
       </h3>

@@ -1,0 +1,67 @@
+import { beforeEach, expect, it, vi } from "vitest";
+import { fireEvent, screen, waitFor } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { commands } from "./bindings";
+import { renderWithQuery, entryPage, eventPage } from "./test/fixtures";
+import { App } from "./App";
+
+vi.mock("./bindings", () => ({
+  commands: {
+    consoleStatus: vi.fn(),
+    listAgents: vi.fn(),
+    listSubjects: vi.fn(),
+    browseEntries: vi.fn(),
+    retrievalEvents: vi.fn(),
+    sharingRequests: vi.fn(),
+    signOut: vi.fn(),
+  },
+}));
+const mocked = vi.mocked(commands);
+
+beforeEach(() => {
+  vi.resetAllMocks();
+  localStorage.clear();
+  mocked.listAgents.mockResolvedValue([]);
+  mocked.listSubjects.mockResolvedValue([]);
+  mocked.browseEntries.mockResolvedValue(entryPage);
+  mocked.retrievalEvents.mockResolvedValue(eventPage);
+  mocked.sharingRequests.mockResolvedValue([]);
+});
+
+const signedIn = (session: { role: string; can_approve: boolean; limitation: string | null }) => ({
+  database_error: null,
+  embedded: true,
+  database_label: "socket /run / postgres",
+  needs_first_operator: false,
+  session: { can_browse: true, ...session },
+});
+
+it("shows the database error instead of the sign-in form when the database cannot be opened", async () => {
+  mocked.consoleStatus.mockResolvedValue({ ...signedIn({ role: "x", can_approve: true, limitation: null }), session: null, database_error: "cannot open the memory database: no PostgreSQL server binaries found" });
+  renderWithQuery(<App />);
+  expect((await screen.findByRole("alert")).textContent).toMatch(/no PostgreSQL server binaries/);
+});
+
+it("switches views with number keys and themes with the toggle", async () => {
+  mocked.consoleStatus.mockResolvedValue(signedIn({ role: "ops_alice", can_approve: true, limitation: null }));
+  renderWithQuery(<App />);
+  expect(await screen.findByRole("table", { name: "Memory entries" })).toBeTruthy();
+  expect(screen.getByTestId("session-role").textContent).toMatch(/ops_alice.*operator/);
+  fireEvent.keyDown(window, { key: "2" });
+  expect(await screen.findByRole("table", { name: "Retrieval events" })).toBeTruthy();
+  expect(screen.getByTestId("nav-events").getAttribute("aria-current")).toBe("page");
+  const before = document.documentElement.dataset.theme;
+  await userEvent.click(screen.getByTestId("theme-toggle"));
+  await waitFor(() => expect(document.documentElement.dataset.theme).not.toBe(before));
+  expect(localStorage.getItem("mesh-theme")).toBe(document.documentElement.dataset.theme);
+});
+
+it("tells a read-only role in the sharing view why it cannot approve", async () => {
+  mocked.consoleStatus.mockResolvedValue(
+    signedIn({ role: "auditor", can_approve: false, limitation: "role auditor is not a member of mesh_operator" }),
+  );
+  renderWithQuery(<App />);
+  expect(await screen.findByText("read-only")).toBeTruthy();
+  fireEvent.keyDown(window, { key: "4" });
+  expect((await screen.findByTestId("approve-limitation")).textContent).toMatch(/not a member of mesh_operator/);
+});
