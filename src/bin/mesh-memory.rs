@@ -215,6 +215,9 @@ enum EvalSuite {
         /// Keep the scratch database.
         #[arg(long)]
         keep: bool,
+        /// Weight of semantic ranks in the fusion (lexical is 1.0).
+        #[arg(long, default_value_t = mesh_memory::retrieval::DEFAULT_SEMANTIC_WEIGHT)]
+        semantic_weight: f64,
     },
 }
 
@@ -252,8 +255,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Demo { action: DemoAction::Seed } => {
             with_store(cli.database_url.as_deref(), |store| async move { demo_seed(&store, cli.json).await }).await
         }
-        Command::Eval { suite: EvalSuite::Locomo { path, max_samples, json_out, keep } } => {
-            eval_locomo(cli.database_url.as_deref(), &path, max_samples, json_out.as_deref(), keep).await
+        Command::Eval { suite: EvalSuite::Locomo { path, max_samples, json_out, keep, semantic_weight } } => {
+            let config = mesh_memory::retrieval::RetrievalConfig { semantic_weight, ..Default::default() };
+            eval_locomo(cli.database_url.as_deref(), &path, max_samples, json_out.as_deref(), keep, config).await
         }
         Command::Bench { sizes, queries, write_seconds, writers, keep, hybrid_max, json_out } => {
             let options = mesh_memory::bench::BenchOptions {
@@ -490,6 +494,7 @@ async fn eval_locomo(
     max_samples: Option<usize>,
     json_out: Option<&std::path::Path>,
     keep: bool,
+    config: mesh_memory::retrieval::RetrievalConfig,
 ) -> Result<()> {
     use mesh_memory::evaluation;
     let samples = evaluation::locomo::read(path)?;
@@ -498,7 +503,7 @@ async fn eval_locomo(
     let scratch = mesh_memory::database::ScratchDatabase::create(&admin, "mesh_eval", 8).await?;
     eprintln!("evaluating in scratch database {}", scratch.name);
     let options = evaluation::EvalOptions {
-        config: mesh_memory::retrieval::RetrievalConfig::default(),
+        config,
         embedder: match mesh_memory::semantic::embedder_from_env() {
             Ok(embedder) => Some(embedder),
             Err(err) => {

@@ -19,6 +19,14 @@ pub const QUERY_DIGEST_INFO: &[u8] = b"mesh-memory/retrieval-query-digest/v1";
 /// The shortest master key accepted, in bytes. Shorter keys make the keyed digest guessable.
 pub const MIN_MASTER_KEY_BYTES: usize = 16;
 
+/// Default weight of semantic ranks in the fusion, relative to lexical ranks (1.0). Set from the
+/// LoCoMo dev split (BENCHMARKS.md): with equal weights the weaker semantic ranking (MiniLM,
+/// recall@10 0.325 alone vs 0.476 lexical on the 6 dev conversations) displaced good lexical
+/// matches and hybrid recall@10 fell below lexical (0.462); on the first two conversations weight
+/// 0.5 gave hybrid 0.434 and 0.3 gave 0.437 against lexical 0.430. A lower weight lets semantic
+/// hits fill in where lexical has none without reordering strong lexical matches.
+pub const DEFAULT_SEMANTIC_WEIGHT: f64 = 0.3;
+
 /// Default number of memories per search.
 pub const DEFAULT_MAX_COUNT: u32 = 8;
 
@@ -33,6 +41,10 @@ pub struct RetrievalConfig {
     /// top few ranks of one source do not drown the other source, small enough that rank still
     /// matters.
     pub rrf_k: f64,
+    /// Multiplies the lexical RRF contribution. Default 1.0.
+    pub lexical_weight: f64,
+    /// Multiplies the semantic RRF contribution. Default: see [`DEFAULT_SEMANTIC_WEIGHT`].
+    pub semantic_weight: f64,
     /// Added when the revision's subject is the current actor. Default 0.0005: about the gap
     /// between two or three neighbouring lexical ranks near the top (RRF compresses ranks: rank 1
     /// and rank 10 differ by only 0.002), so a subject match breaks near-ties among relevant
@@ -73,6 +85,8 @@ impl Default for RetrievalConfig {
     fn default() -> Self {
         Self {
             rrf_k: 60.0,
+            lexical_weight: 1.0,
+            semantic_weight: DEFAULT_SEMANTIC_WEIGHT,
             subject_boost: 0.0005,
             conversation_boost: 0.0003,
             recency_weight: 0.0002,

@@ -1,7 +1,7 @@
 //! Explainable fusion: every score is a sum of named components, each kept with the selection.
 //!
 //! `score = rrf(lexical) + rrf(semantic) + subject + conversation + recency + always_on`, where
-//! `rrf(rank) = 1 / (k + rank)`. Subject mismatch carries no penalty; a subject match only adds.
+//! `rrf(rank) = weight / (k + rank)` (per-source weights, lexical 1.0 and semantic 0.5 by default). Subject mismatch carries no penalty; a subject match only adds.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -86,14 +86,14 @@ pub(crate) struct ScoringContext {
 
 /// Computes a candidate's components under the configured weights.
 pub(crate) fn components(candidate: &Candidate, turn: &ScoringContext, config: &RetrievalConfig) -> Components {
-    let rrf = |rank: u32| RankContribution { rank, rrf: 1.0 / (config.rrf_k + f64::from(rank)) };
+    let rrf = |weight: f64| move |rank: u32| RankContribution { rank, rrf: weight / (config.rrf_k + f64::from(rank)) };
     let row = &candidate.row;
     let subject_match = turn.current_actor.is_some() && row.subject_actor_id == turn.current_actor;
     let conversation_match = row.origin_conversation_id == Some(turn.conversation);
     Components {
         sources: candidate.sources.clone(),
-        lexical: candidate.lexical_rank.map(rrf),
-        semantic: candidate.semantic_rank.map(rrf),
+        lexical: candidate.lexical_rank.map(rrf(config.lexical_weight)),
+        semantic: candidate.semantic_rank.map(rrf(config.semantic_weight)),
         subject_boost: if subject_match { config.subject_boost } else { 0.0 },
         conversation_boost: if conversation_match { config.conversation_boost } else { 0.0 },
         recency: recency(row.created_at, turn.now, config),

@@ -31,7 +31,9 @@ use serde::{Deserialize, Serialize};
 
 pub use audit::{explain_event, DegradationCategory, EventExplanation, StoredSelection};
 pub use candidates::CandidateSource;
-pub use config::{DigestKey, RetrievalConfig, WeakMasterKey, DEFAULT_MAX_COUNT, DEFAULT_TOKEN_BUDGET};
+pub use config::{
+    DigestKey, RetrievalConfig, WeakMasterKey, DEFAULT_MAX_COUNT, DEFAULT_SEMANTIC_WEIGHT, DEFAULT_TOKEN_BUDGET,
+};
 pub use fusion::{Components, RankContribution};
 pub use packing::{SkipReason, SkippedEntry};
 pub use semantic::{
