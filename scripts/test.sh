@@ -29,7 +29,10 @@ cargo fmt --all --check
 cargo clippy --all-targets --locked -- -D warnings
 
 step "core tests"
-cargo test --locked --all-targets -- --test-threads="${TEST_THREADS:-4}"
+cargo test --locked --all-targets -- --test-threads="${TEST_THREADS:-4}" --skip leak_nothing
+
+step "adversarial privacy suite (prints its violation count)"
+cargo test --locked --test adversarial -- --nocapture
 
 step "local embedder: reference vectors, paraphrase retrieval, LoCoMo dev split and the 10k bench"
 cargo clippy --locked --features local-embedder,qdrant --lib --bins \
