@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use mesh_memory::bench::{self, BenchOptions};
-use mesh_memory::evaluation::{self, locomo, EvalOptions};
+use mesh_memory::evaluation::{self, dataset, EvalOptions};
 use mesh_memory::retrieval::RetrievalConfig;
 
 fn locomo_dev_split() -> PathBuf {
@@ -27,7 +27,7 @@ fn locomo_dev_split() -> PathBuf {
 #[tokio::test]
 async fn locomo_dev_split_evaluates_without_errors_or_violations() {
     let db = common::test_db().await;
-    let samples = locomo::read(&locomo_dev_split()).expect("the dev split parses");
+    let samples = dataset::read(&locomo_dev_split()).expect("the dev split parses");
     assert_eq!(samples.len(), 6, "the dev split has 6 conversations");
     let embedder = mesh_memory::semantic::local::LocalMiniLm::load_default()
         .expect("the local model (scripts/setup-embedder.sh) is needed for the hybrid variant");

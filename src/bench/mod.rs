@@ -98,6 +98,83 @@ pub async fn measure_recall(
     Ok((Latency::from_samples(samples), returned))
 }
 
+/// One benchmark writer: its own random stream, a speaker in a conversation, and one source
+/// message that every memory it writes cites (as a turn's inbound message would).
+struct Writer {
+    rng: SplitMix,
+    workspace: Arc<SyntheticWorkspace>,
+    conversation: crate::ids::ConversationId,
+    speaker: ActorId,
+    message: crate::ids::MessageId,
+}
+
+impl Writer {
+    async fn prepare(store: &Store, workspace: Arc<SyntheticWorkspace>, seed: u64) -> Result<Writer, BenchError> {
+        let mut rng = SplitMix::new(seed);
+        let conversation = &workspace.conversations[rng.range(0, workspace.conversations.len())];
+        let (conversation, speaker) = (conversation.id, conversation.members[0]);
+        let message = store
+            .record_message(NewMessage {
+                agent: workspace.agent,
+                conversation,
+                direction: Direction::Inbound,
+                sender: speaker,
+                sender_identity: None,
+                body: "benchmark source message",
+                sent_at: chrono::Utc::now(),
+            })
+            .await?;
+        Ok(Writer { rng, workspace, conversation, speaker, message })
+    }
+
+    fn body(&mut self) -> String {
+        sentence(&mut self.rng, &self.workspace.vocabulary, 8, 16)
+    }
+
+    fn memory(&mut self) -> NewMemory {
+        NewMemory {
+            agent: self.workspace.agent,
+            body: self.body(),
+            subject: Some(self.speaker),
+            source_actor: Some(self.speaker),
+            origin_conversation: Some(self.conversation),
+            always_on: false,
+            restriction: Restriction::None,
+            sources: vec![SourceRef::Message(self.message)],
+        }
+    }
+}
+
+/// Runs `concurrency` writers (each stops at its own deadline) and returns the committed writes per
+/// second. `write` performs one durable write and says whether it committed.
+async fn writes_per_second<F, Fut>(
+    store: &Store,
+    workspace: &SyntheticWorkspace,
+    concurrency: usize,
+    seed: u64,
+    write: F,
+) -> Result<f64, BenchError>
+where
+    F: Fn(Store, Writer) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<usize, BenchError>> + Send,
+{
+    let workspace = Arc::new(workspace.clone());
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for worker in 0..concurrency {
+        let (store, workspace, write) = (store.clone(), workspace.clone(), write.clone());
+        tasks.push(tokio::spawn(async move {
+            let writer = Writer::prepare(&store, workspace, seed + worker as u64).await?;
+            write(store, writer).await
+        }));
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.expect("writer task panicked")?;
+    }
+    Ok(total as f64 / started.elapsed().as_secs_f64())
+}
+
 /// Remembers per second: `concurrency` writers each creating entries (with a message source and
 /// the outbox row, one transaction each) for `duration`.
 pub async fn measure_remember_throughput(
@@ -106,52 +183,16 @@ pub async fn measure_remember_throughput(
     concurrency: usize,
     duration: Duration,
 ) -> Result<f64, BenchError> {
-    let workspace = Arc::new(workspace.clone());
     let deadline = Instant::now() + duration;
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for worker in 0..concurrency {
-        let store = store.clone();
-        let workspace = workspace.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut rng = SplitMix::new(1000 + worker as u64);
-            let conversation = &workspace.conversations[rng.range(0, workspace.conversations.len())];
-            let speaker = conversation.members[0];
-            let message = store
-                .record_message(NewMessage {
-                    agent: workspace.agent,
-                    conversation: conversation.id,
-                    direction: Direction::Inbound,
-                    sender: speaker,
-                    sender_identity: None,
-                    body: "benchmark source message",
-                    sent_at: chrono::Utc::now(),
-                })
-                .await?;
-            let mut written = 0usize;
-            while Instant::now() < deadline {
-                store
-                    .create_entry(NewMemory {
-                        agent: workspace.agent,
-                        body: sentence(&mut rng, &workspace.vocabulary, 8, 16),
-                        subject: Some(speaker),
-                        source_actor: Some(speaker),
-                        origin_conversation: Some(conversation.id),
-                        always_on: false,
-                        restriction: Restriction::None,
-                        sources: vec![SourceRef::Message(message)],
-                    })
-                    .await?;
-                written += 1;
-            }
-            Ok::<usize, BenchError>(written)
-        }));
-    }
-    let mut total = 0;
-    for task in tasks {
-        total += task.await.expect("writer task panicked")?;
-    }
-    Ok(total as f64 / started.elapsed().as_secs_f64())
+    writes_per_second(store, workspace, concurrency, 1000, move |store, mut writer| async move {
+        let mut written = 0usize;
+        while Instant::now() < deadline {
+            store.create_entry(writer.memory()).await?;
+            written += 1;
+        }
+        Ok(written)
+    })
+    .await
 }
 
 /// Amends per second: `concurrency` writers, each amending its own entry in a loop (a new
@@ -162,67 +203,31 @@ pub async fn measure_amend_throughput(
     concurrency: usize,
     duration: Duration,
 ) -> Result<f64, BenchError> {
-    let workspace = Arc::new(workspace.clone());
     let deadline = Instant::now() + duration;
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for worker in 0..concurrency {
-        let store = store.clone();
-        let workspace = workspace.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut rng = SplitMix::new(2000 + worker as u64);
-            let conversation = &workspace.conversations[rng.range(0, workspace.conversations.len())];
-            let speaker = conversation.members[0];
-            let message = store
-                .record_message(NewMessage {
-                    agent: workspace.agent,
-                    conversation: conversation.id,
-                    direction: Direction::Inbound,
-                    sender: speaker,
-                    sender_identity: None,
-                    body: "benchmark source message",
-                    sent_at: chrono::Utc::now(),
+    writes_per_second(store, workspace, concurrency, 2000, move |store, mut writer| async move {
+        let created = store.create_entry(writer.memory()).await?;
+        let mut expected = created.revision_id;
+        let mut amended = 0usize;
+        while Instant::now() < deadline {
+            let outcome = store
+                .amend_entry(crate::store::Amendment {
+                    agent: writer.workspace.agent,
+                    entry: created.entry_id,
+                    expected_revision: expected,
+                    body: Some(writer.body()),
+                    subject: crate::store::SubjectUpdate::Keep,
+                    source_actor: Some(writer.speaker),
+                    sources: vec![],
                 })
                 .await?;
-            let created = store
-                .create_entry(NewMemory {
-                    agent: workspace.agent,
-                    body: sentence(&mut rng, &workspace.vocabulary, 8, 16),
-                    subject: Some(speaker),
-                    source_actor: Some(speaker),
-                    origin_conversation: Some(conversation.id),
-                    always_on: false,
-                    restriction: Restriction::None,
-                    sources: vec![SourceRef::Message(message)],
-                })
-                .await?;
-            let mut expected = created.revision_id;
-            let mut amended = 0usize;
-            while Instant::now() < deadline {
-                let outcome = store
-                    .amend_entry(crate::store::Amendment {
-                        agent: workspace.agent,
-                        entry: created.entry_id,
-                        expected_revision: expected,
-                        body: Some(sentence(&mut rng, &workspace.vocabulary, 8, 16)),
-                        subject: crate::store::SubjectUpdate::Keep,
-                        source_actor: Some(speaker),
-                        sources: vec![],
-                    })
-                    .await?;
-                if let crate::store::WriteOutcome::Committed(c) = outcome {
-                    expected = c.revision_id;
-                    amended += 1;
-                }
+            if let crate::store::WriteOutcome::Committed(c) = outcome {
+                expected = c.revision_id;
+                amended += 1;
             }
-            Ok::<usize, BenchError>(amended)
-        }));
-    }
-    let mut total = 0;
-    for task in tasks {
-        total += task.await.expect("writer task panicked")?;
-    }
-    Ok(total as f64 / started.elapsed().as_secs_f64())
+        }
+        Ok(amended)
+    })
+    .await
 }
 
 /// What to measure.

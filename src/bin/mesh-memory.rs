@@ -497,7 +497,7 @@ async fn eval_locomo(
     config: mesh_memory::retrieval::RetrievalConfig,
 ) -> Result<()> {
     use mesh_memory::evaluation;
-    let samples = evaluation::locomo::read(path)?;
+    let samples = evaluation::dataset::read(path)?;
     let (url, _guard) = admin_url(url)?;
     let admin: sqlx::postgres::PgConnectOptions = url.parse().context("parsing the database URL")?;
     let scratch = mesh_memory::database::ScratchDatabase::create(&admin, "mesh_eval", 8).await?;

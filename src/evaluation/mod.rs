@@ -9,7 +9,7 @@
 //! predicate and any violation is counted (the count must be 0).
 
 pub mod bm25;
-pub mod locomo;
+pub mod dataset;
 pub mod metrics;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -36,7 +36,7 @@ pub const EVAL_DEPTH: usize = 10;
 pub enum EvalError {
     /// The data could not be read.
     #[error(transparent)]
-    Locomo(#[from] locomo::LocomoError),
+    Locomo(#[from] dataset::LocomoError),
     /// Loading the memories failed.
     #[error("loading memories: {0}")]
     Store(#[from] crate::store::StoreError),
@@ -119,7 +119,7 @@ struct LoadedSample {
     turn_of: HashMap<RevisionId, String>,
 }
 
-async fn load_sample(store: &Store, sample: &locomo::Sample, run: &str) -> Result<LoadedSample, EvalError> {
+async fn load_sample(store: &Store, sample: &dataset::Sample, run: &str) -> Result<LoadedSample, EvalError> {
     let agent = store.create_runtime_agent(&format!("locomo-{}-{run}", sample.id)).await?;
     let agent_actor = store.agent_actor(agent).await?;
     let mut speakers = HashMap::new();
@@ -196,7 +196,7 @@ async fn load_sample(store: &Store, sample: &locomo::Sample, run: &str) -> Resul
 /// `progress(done, total)` is called after each question.
 pub async fn run_locomo(
     store: &Store,
-    samples: &[locomo::Sample],
+    samples: &[dataset::Sample],
     options: &EvalOptions,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<EvalReport, EvalError> {

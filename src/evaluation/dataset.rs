@@ -1,4 +1,4 @@
-//! Reading LoCoMo-format data (a list of samples, each a two-speaker conversation in sessions,
+//! Reading LoCoMo-format data sets (a list of samples, each a two-speaker conversation in sessions,
 //! with question/answer items that cite the dialogue turns holding their evidence).
 //!
 //! The data set is read from a path and never vendored: its licence (CC BY-NC 4.0) forbids it.
