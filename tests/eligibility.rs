@@ -478,6 +478,7 @@ fn property_no_returned_revision_violates_the_predicate_recomputed_in_rust() {
         case.set(case.get() + 1);
         runtime.block_on(async {
             let (world, people, conversations) = build(&db.store, &db.pool, &spec, case.get()).await;
+            common::assert_projection_matches_canonical(&db.pool).await;
             let facts = load_facts(&db.pool, world.agent).await;
             let entries: Vec<EntryId> = facts.entries.keys().map(|e| EntryId(*e)).collect();
             let retriever = Retriever::new(db.store.clone(), RetrievalConfig::default());
@@ -511,6 +512,25 @@ fn property_no_returned_revision_violates_the_predicate_recomputed_in_rust() {
                         .unwrap();
                     assert_eq!(summary_rule, e.rule.name(), "the withheld-count rule disagrees for {entry}");
                 }
+                // The searchable projection admits exactly the eligible current revisions: no more
+                // (privacy), no fewer (recall), after every create, amend, grant and forget above.
+                let admitted: HashSet<Uuid> = sqlx::query_scalar(concat!(
+                    "SELECT p.revision_id FROM ", mesh_memory::eligible_searchable_rows!(), " AS p"))
+                    .bind(world.agent)
+                    .bind(conversation)
+                    .bind(audience.iter().copied().collect::<Vec<Uuid>>())
+                    .fetch_all(&db.pool)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .collect();
+                let expected: HashSet<Uuid> = facts
+                    .entries
+                    .values()
+                    .map(|(_, current, _, _)| *current)
+                    .filter(|r| rust_eligible(&facts, *r, conversation.0, &audience))
+                    .collect();
+                assert_eq!(admitted, expected, "the projection disagrees with the policy in {conversation} (spec {spec:?})");
             }
         });
     });

@@ -83,6 +83,7 @@ async fn a_later_authenticated_direct_observation_repairs_a_legacy_thread() {
         .unwrap();
     assert_eq!(logged, 1);
     assert!(repair_audience_evidence(&db.pool, REASON, false).await.unwrap().is_empty(), "idempotent");
+    common::assert_projection_matches_canonical(&db.pool).await;
 }
 
 #[tokio::test]
@@ -297,6 +298,7 @@ async fn operator_review_needs_an_operator_role_and_is_logged_with_its_name() {
     assert_eq!((role.as_str(), action.as_str()), (operator_name.as_str(), "review_source_evidence"));
     let again = review_source_evidence(&operator, source, &[legacy.priya.actor], "twice").await.unwrap_err();
     assert!(matches!(again, RepairError::NotReviewable(_)), "{again}");
+    common::assert_projection_matches_canonical(&db.pool).await;
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
 //! A deterministic feature-hashing embedder for the speed benchmark: it exercises the real vector
-//! path (pgvector HNSW search with eligibility in the same statement, hydration, fusion) at a
+//! path (exact pgvector search over the eligible set, hydration, fusion) at a
 //! million revisions without spending hours running a neural model over synthetic text. Its
 //! vectors carry lexical overlap only; quality is measured by `mesh-memory eval`, not here.
 

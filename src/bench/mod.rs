@@ -243,8 +243,8 @@ pub struct BenchOptions {
     pub writers: usize,
     /// Keep the benchmark databases afterwards.
     pub keep_databases: bool,
-    /// Measure hybrid (pgvector) recall only up to this many revisions: building an HNSW index
-    /// over a million vectors takes longer on two cores than the rest of the benchmark.
+    /// Measure hybrid (pgvector) recall only up to this many revisions: embedding and copying a
+    /// million vectors adds minutes to the run.
     pub hybrid_max_revisions: usize,
 }
 
@@ -263,7 +263,7 @@ pub struct SizeReport {
     pub lexical_selections_per_query: f64,
     /// Hybrid recall latency, when a vector index was built for this size.
     pub hybrid: Option<Latency>,
-    /// Seconds to embed (feature hashing) and COPY the vectors, and to build the HNSW index.
+    /// Seconds to embed (feature hashing) and COPY the vectors.
     pub vector_index_seconds: Option<f64>,
     /// Remembers per second with the outbox.
     pub remembers_per_second: f64,
@@ -347,7 +347,7 @@ async fn measure_size(
 }
 
 /// Embeds every current revision with the hashing embedder into an active generation (COPY, in
-/// chunks) and builds its HNSW index, as `index run` would leave a store.
+/// chunks), as `index run` would leave a store.
 async fn load_vectors(pool: &sqlx::PgPool) -> Result<(), BenchError> {
     let info = hashing::HashingEmbedder::default();
     let info = crate::semantic::Embedder::info(&info).clone();
@@ -382,7 +382,6 @@ async fn load_vectors(pool: &sqlx::PgPool) -> Result<(), BenchError> {
         copy.finish().await?;
     }
     drop(conn);
-    sqlx::query("SELECT semantic_ensure_generation_index($1)").bind(generation).execute(pool).await?;
     sqlx::query("ANALYZE revision_embeddings").execute(pool).await?;
     Ok(())
 }

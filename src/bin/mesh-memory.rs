@@ -115,8 +115,8 @@ enum Command {
         /// Keep the benchmark databases.
         #[arg(long)]
         keep: bool,
-        /// Measure hybrid (pgvector HNSW) recall only up to this many revisions.
-        #[arg(long, default_value_t = 100_000)]
+        /// Measure hybrid (pgvector) recall only up to this many revisions.
+        #[arg(long, default_value_t = 1_000_000)]
         hybrid_max: usize,
         /// Also write the report as JSON to this file.
         #[arg(long)]

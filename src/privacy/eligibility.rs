@@ -45,6 +45,46 @@ macro_rules! eligible_revision_sql {
     };
 }
 
+/// The eligible rows of the `searchable_revisions` projection, as a `FROM`-clause subquery aliased
+/// by the caller (conventionally `p`), with the same parameters as
+/// [`eligible_revision_sql!`](crate::eligible_revision_sql): `$1` agent, `$2` conversation, `$3`
+/// audience. Candidate queries select *from* it, so a row it rejects is never even a candidate.
+///
+/// Two disjoint branches, so that each can be driven by an index: rows whose known audience
+/// covers the destination (the planner intersects that with the query's other conditions inside
+/// the GIN indexes of migration `20261202007000_searchable_revisions.sql`), and rows released to
+/// exactly this audience by an unrevoked sharing grant (driven from the few grants). Together they
+/// decide what `memory_revision_eligible` decides for current revisions of live entries (the
+/// projection holds no others); `tests/eligibility.rs` and `tests/adversarial.rs` check results
+/// against the policy recomputed in Rust, and retrieval re-checks every selected row against
+/// canonical rows with [`eligible_revision_sql!`](crate::eligible_revision_sql) when it hydrates
+/// the text.
+#[macro_export]
+macro_rules! eligible_searchable_rows {
+    () => {
+        "(SELECT elig_p.revision_id, elig_p.entry_id, elig_p.body_tsv, elig_p.subject_actor_id,
+                 elig_p.origin_conversation_id, elig_p.always_on, elig_p.created_at
+            FROM searchable_revisions elig_p
+           WHERE elig_p.runtime_agent_id = $1 AND $3::uuid[] IS NOT NULL
+             AND (elig_p.restriction = 'none' OR elig_p.restricted_conversation_id = $2)
+             AND elig_p.evidence_known AND elig_p.audience @> $3::uuid[]
+          UNION ALL
+          SELECT elig_p.revision_id, elig_p.entry_id, elig_p.body_tsv, elig_p.subject_actor_id,
+                 elig_p.origin_conversation_id, elig_p.always_on, elig_p.created_at
+            FROM searchable_revisions elig_p
+           WHERE elig_p.runtime_agent_id = $1 AND $3::uuid[] IS NOT NULL
+             AND (elig_p.restriction = 'none' OR elig_p.restricted_conversation_id = $2)
+             AND NOT (elig_p.evidence_known AND elig_p.audience @> $3::uuid[])
+             AND elig_p.revision_id IN (
+                 SELECT elig_g.revision_id FROM sharing_grants elig_g
+                  WHERE elig_g.runtime_agent_id = $1 AND elig_g.revoked_at IS NULL
+                    AND NOT EXISTS (SELECT 1 FROM unnest($3::uuid[]) AS elig_d(actor_id)
+                                     WHERE NOT EXISTS (SELECT 1 FROM sharing_grant_audience elig_ga
+                                                        WHERE elig_ga.grant_id = elig_g.id
+                                                          AND elig_ga.actor_id = elig_d.actor_id))))"
+    };
+}
+
 /// See [`eligible_revision_sql!`](crate::eligible_revision_sql): the predicate fragment for a
 /// revision aliased `r` with `$1` agent, `$2` conversation, `$3` audience. Semantic index adapters
 /// embed it in their own SQL so that eligibility runs in the same statement as the vector search.

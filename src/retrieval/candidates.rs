@@ -1,7 +1,10 @@
-//! Candidate sources, each one SQL statement with the eligibility predicate inside its `WHERE`
-//! clause (parameters `$1` agent, `$2` conversation, `$3` audience, see
-//! [`crate::eligible_revision_sql`]). A rejected row never reaches Rust, so no score can restore
-//! it. Every source returns at most `per_source_limit` rows, best first.
+//! Candidate sources, each one SQL statement that selects *from* the eligible rows of the
+//! `searchable_revisions` projection (parameters `$1` agent, `$2` conversation, `$3` audience, see
+//! [`crate::eligible_searchable_rows`]). A rejected row never reaches Rust, so no score can
+//! restore it. Every source returns at most `per_source_limit` rows, best first, with the features
+//! fusion ranks on but no text: [`hydrate`] reads the text of the rows that packing considers from
+//! canonical rows, re-checking the canonical predicate ([`crate::eligible_revision_sql`]) in the
+//! same statement.
 
 use std::collections::BTreeMap;
 
@@ -10,24 +13,22 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::eligible_revision_sql;
 use crate::ids::{ActorId, ConversationId, EntryId, RevisionId};
 use crate::privacy::EligibilityContext;
+use crate::{eligible_revision_sql, eligible_searchable_rows};
 
-/// The columns every candidate query returns (entry and revision aliased `e` and `r`).
+/// The columns every candidate query returns, from the eligible projection rows aliased `p`
+/// ([`crate::eligible_searchable_rows!`]).
 macro_rules! candidate_columns {
     () => {
-        "e.id AS entry_id, r.id AS revision_id, r.revision_number, r.body, r.subject_actor_id, r.source_actor_id,
-         e.origin_conversation_id, e.always_on, r.created_at"
+        "p.entry_id, p.revision_id, p.subject_actor_id, p.origin_conversation_id, p.always_on, p.created_at"
     };
 }
 
-/// The current revisions of the agent's entries; the eligibility predicate re-checks all of it.
-macro_rules! candidate_from {
+/// `FROM` the eligible rows of the projection, aliased `p` (parameters `$1`..`$3`).
+macro_rules! from_eligible {
     () => {
-        " FROM memory_entry_revisions r
-          JOIN memory_entries e ON e.id = r.entry_id AND e.current_revision_id = r.id
-         WHERE r.runtime_agent_id = $1 AND e.state = 'live' AND "
+        concat!(" FROM ", eligible_searchable_rows!(), " AS p ")
     };
 }
 
@@ -47,10 +48,21 @@ pub enum CandidateSource {
     AlwaysOn,
 }
 
-/// An eligible current revision as hydrated from canonical rows.
+/// An eligible current revision with what fusion ranks on (no text yet).
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub(crate) struct CandidateRow {
     pub entry_id: EntryId,
+    pub revision_id: RevisionId,
+    pub subject_actor_id: Option<ActorId>,
+    pub origin_conversation_id: Option<ConversationId>,
+    pub always_on: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The canonical row of a candidate that packing considers: its text and attribution, read from
+/// `memory_entry_revisions` and `memory_entries` under the canonical predicate.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub(crate) struct HydratedRow {
     pub revision_id: RevisionId,
     pub revision_number: i32,
     pub body: String,
@@ -118,9 +130,8 @@ pub(crate) async fn subject(
     sqlx::query_as(concat!(
         "SELECT ",
         candidate_columns!(),
-        candidate_from!(),
-        eligible_revision_sql!(),
-        " AND r.subject_actor_id = $4 ORDER BY r.created_at DESC, r.id LIMIT $5"
+        from_eligible!(),
+        " WHERE p.subject_actor_id = $4 ORDER BY p.created_at DESC, p.revision_id LIMIT $5"
     ))
     .bind(ctx.agent)
     .bind(ctx.conversation)
@@ -140,9 +151,8 @@ pub(crate) async fn conversation(
     sqlx::query_as(concat!(
         "SELECT ",
         candidate_columns!(),
-        candidate_from!(),
-        eligible_revision_sql!(),
-        " AND e.origin_conversation_id = $2 ORDER BY r.created_at DESC, r.id LIMIT $4"
+        from_eligible!(),
+        " WHERE p.origin_conversation_id = $2 ORDER BY p.created_at DESC, p.revision_id LIMIT $4"
     ))
     .bind(ctx.agent)
     .bind(ctx.conversation)
@@ -161,9 +171,8 @@ pub(crate) async fn always_on(
     sqlx::query_as(concat!(
         "SELECT ",
         candidate_columns!(),
-        candidate_from!(),
-        eligible_revision_sql!(),
-        " AND e.always_on ORDER BY r.created_at DESC, r.id LIMIT $4"
+        from_eligible!(),
+        " WHERE p.always_on ORDER BY p.created_at DESC, p.revision_id LIMIT $4"
     ))
     .bind(ctx.agent)
     .bind(ctx.conversation)
@@ -181,7 +190,9 @@ pub(crate) async fn has_lexical_terms(pool: &PgPool, query: &str) -> Result<bool
 }
 
 /// Full-text matches over the agent's whole archive, best `ts_rank_cd` first. Terms are OR-ed
-/// (`memory_lexical_query`), so rows matching more of them rank higher.
+/// (`memory_lexical_query`), so rows matching more of them rank higher. The planner intersects
+/// the match with the audience inside one GIN index (`searchable_revisions_text_audience`), so
+/// only eligible matches are ranked.
 pub(crate) async fn lexical(
     pool: &PgPool,
     ctx: &EligibilityContext,
@@ -191,12 +202,10 @@ pub(crate) async fn lexical(
     sqlx::query_as(concat!(
         "SELECT ",
         candidate_columns!(),
-        " FROM (SELECT memory_lexical_query($4) AS tsq) q
-          JOIN memory_entry_revisions r ON r.body_tsv @@ q.tsq
-          JOIN memory_entries e ON e.id = r.entry_id AND e.current_revision_id = r.id
-         WHERE r.runtime_agent_id = $1 AND e.state = 'live' AND ",
-        eligible_revision_sql!(),
-        " ORDER BY ts_rank_cd(r.body_tsv, q.tsq) DESC, r.created_at DESC, r.id LIMIT $5"
+        from_eligible!(),
+        " WHERE p.body_tsv @@ memory_lexical_query($4)
+          ORDER BY ts_rank_cd(p.body_tsv, memory_lexical_query($4)) DESC, p.created_at DESC, p.revision_id
+          LIMIT $5"
     ))
     .bind(ctx.agent)
     .bind(ctx.conversation)
@@ -207,11 +216,12 @@ pub(crate) async fn lexical(
     .await
 }
 
-/// Counts, by rejecting rule, the full-text matches that the predicate withheld: among the
-/// `limit` best matches of the agent's live current revisions *before* eligibility (the rows that
-/// would have been lexical candidates), those the predicate rejects, named by
-/// `memory_eligibility_rule`. Bounded by `limit` whatever the archive size. Only categories and
-/// counts leave this function, never text or ids.
+/// Counts, by rejecting rule, full-text matches among the agent's live current revisions that the
+/// predicate withheld: up to `limit` whose audience evidence is unknown (found through their own
+/// small index, so `unknown_evidence` is never crowded out) and up to `limit` others. Bounded by
+/// `2 * limit` rows whatever the archive size; the rule names are those of
+/// `memory_eligibility_rule`, in its order. Only categories and counts leave this function, never
+/// text or ids.
 pub(crate) async fn withheld_lexical(
     pool: &PgPool,
     ctx: &EligibilityContext,
@@ -219,18 +229,31 @@ pub(crate) async fn withheld_lexical(
     limit: u32,
 ) -> Result<BTreeMap<String, i64>, sqlx::Error> {
     let rows: Vec<(String, i64)> = sqlx::query_as(concat!(
-        "SELECT memory_eligibility_rule($1, top.id, $2, $3) AS rule, count(*)
-           FROM (SELECT r.id
-                   FROM (SELECT memory_lexical_query($4) AS tsq) q
-                   JOIN memory_entry_revisions r ON r.body_tsv @@ q.tsq
-                   JOIN memory_entries e ON e.id = r.entry_id AND e.current_revision_id = r.id
-                  WHERE r.runtime_agent_id = $1 AND e.state = 'live'
-                  ORDER BY ts_rank_cd(r.body_tsv, q.tsq) DESC, r.created_at DESC, r.id
-                  LIMIT $5) top
-           JOIN memory_entry_revisions r ON r.id = top.id
-          WHERE NOT ",
-        eligible_revision_sql!(),
-        " GROUP BY 1 ORDER BY 1"
+        "SELECT CASE WHEN $3::uuid[] IS NULL THEN 'audience_unknown'
+                     WHEN w.restriction = 'conversation_only' AND w.restricted_conversation_id IS DISTINCT FROM $2
+                          THEN 'restriction'
+                     WHEN NOT w.evidence_known
+                          THEN CASE WHEN coalesce((SELECT s.source_count FROM revision_audience_summary s
+                                                    WHERE s.revision_id = w.revision_id), 0) = 0
+                                    THEN 'no_lineage' ELSE 'unknown_evidence' END
+                     ELSE 'audience_not_covered'
+                 END AS rule, count(*)
+           FROM ((SELECT w.revision_id, w.restriction, w.restricted_conversation_id, w.evidence_known
+                    FROM searchable_revisions w
+                   WHERE w.runtime_agent_id = $1 AND NOT w.evidence_known AND w.body_tsv @@ memory_lexical_query($4)
+                     AND NOT EXISTS (SELECT 1 FROM ",
+        eligible_searchable_rows!(),
+        " AS p WHERE p.revision_id = w.revision_id)
+                   LIMIT $5)
+                 UNION
+                 (SELECT w.revision_id, w.restriction, w.restricted_conversation_id, w.evidence_known
+                    FROM searchable_revisions w
+                   WHERE w.runtime_agent_id = $1 AND w.body_tsv @@ memory_lexical_query($4)
+                     AND NOT EXISTS (SELECT 1 FROM ",
+        eligible_searchable_rows!(),
+        " AS p WHERE p.revision_id = w.revision_id)
+                   LIMIT $5)) AS w
+          GROUP BY 1 ORDER BY 1"
     ))
     .bind(ctx.agent)
     .bind(ctx.conversation)
@@ -239,12 +262,13 @@ pub(crate) async fn withheld_lexical(
     .bind(i64::from(limit))
     .fetch_all(pool)
     .await?;
-    Ok(rows.into_iter().filter(|(rule, _)| rule != "eligible").collect())
+    Ok(rows.into_iter().collect())
 }
 
-/// Hydrates semantic hits from canonical rows, revalidating each with the eligibility predicate;
-/// the result keeps the hits' order. Hits that are no longer eligible (or never were) vanish.
-pub(crate) async fn hydrate_semantic(
+/// The eligible projection rows of the given revisions, in the given order; ids that are not
+/// eligible (or not current) vanish. Semantic hits from any index pass through here, so a hit is
+/// a candidate only if the same predicate as every other source admits it.
+pub(crate) async fn eligible_rows_of(
     pool: &PgPool,
     ctx: &EligibilityContext,
     hits: &[RevisionId],
@@ -254,11 +278,36 @@ pub(crate) async fn hydrate_semantic(
         "SELECT ",
         candidate_columns!(),
         " FROM unnest($4::uuid[]) WITH ORDINALITY AS hit(id, position)
-          JOIN memory_entry_revisions r ON r.id = hit.id
-          JOIN memory_entries e ON e.id = r.entry_id AND e.current_revision_id = r.id
-         WHERE r.runtime_agent_id = $1 AND e.state = 'live' AND ",
-        eligible_revision_sql!(),
-        " ORDER BY hit.position"
+          JOIN ",
+        eligible_searchable_rows!(),
+        " AS p ON p.revision_id = hit.id
+         ORDER BY hit.position"
+    ))
+    .bind(ctx.agent)
+    .bind(ctx.conversation)
+    .bind(ctx.audience_uuids())
+    .bind(ids)
+    .fetch_all(pool)
+    .await
+}
+
+/// Reads the text and attribution of `revisions` from canonical rows, re-checking the canonical
+/// eligibility predicate in the same statement: a revision that stopped being eligible since its
+/// candidate query (or that the projection admitted wrongly) is simply absent.
+pub(crate) async fn hydrate(
+    pool: &PgPool,
+    ctx: &EligibilityContext,
+    revisions: &[RevisionId],
+) -> Result<Vec<HydratedRow>, sqlx::Error> {
+    let ids: Vec<Uuid> = revisions.iter().map(|r| r.0).collect();
+    sqlx::query_as(concat!(
+        "SELECT r.id AS revision_id, r.revision_number, r.body, r.subject_actor_id, r.source_actor_id,
+                e.origin_conversation_id, e.always_on, r.created_at
+           FROM unnest($4::uuid[]) AS wanted(id)
+           JOIN memory_entry_revisions r ON r.id = wanted.id
+           JOIN memory_entries e ON e.id = r.entry_id AND e.current_revision_id = r.id
+          WHERE r.runtime_agent_id = $1 AND e.state = 'live' AND ",
+        eligible_revision_sql!()
     ))
     .bind(ctx.agent)
     .bind(ctx.conversation)

@@ -410,7 +410,7 @@ impl Retriever {
         let mut seen = std::collections::HashSet::new();
         let distinct: Vec<RevisionId> =
             hits.iter().map(|h| h.revision_id).filter(|r| seen.insert(*r)).take(limit).collect();
-        Ok(Ok(candidates::hydrate_semantic(self.store.pool(), ctx, &distinct).await?))
+        Ok(Ok(candidates::eligible_rows_of(self.store.pool(), ctx, &distinct).await?))
     }
 
     /// Scores every candidate and orders them best first; drops irrelevant ones when relevance
@@ -438,9 +438,10 @@ impl Retriever {
         scored
     }
 
-    /// Renders labels and provenance from current rows, computes each entry's cost and packs, in
-    /// rank order, stopping as soon as the count budget is full (later candidates are never
-    /// rendered).
+    /// Hydrates candidates from canonical rows in rank order, a batch at a time, renders labels
+    /// and provenance, computes each entry's cost and packs, stopping as soon as the count budget
+    /// is full (later candidates are never read). A candidate whose canonical row no longer passes
+    /// the predicate is dropped, never selected.
     async fn decorate_and_pack(
         &self,
         ranked: Vec<(Candidate, Components)>,
@@ -448,53 +449,79 @@ impl Retriever {
         request: &SearchRequest,
     ) -> Result<packing::Packed, RetrievalError> {
         let mut packer = packing::Packer::new(request.max_count, request.token_budget);
-        if packer.is_full() {
-            return Ok(packer.finish());
-        }
-        let mut actors: Vec<ActorId> =
-            ranked.iter().flat_map(|(c, _)| [c.row.subject_actor_id, c.row.source_actor_id]).flatten().collect();
-        actors.sort();
-        actors.dedup();
-        let labels: HashMap<ActorId, String> =
-            self.store.actor_summaries(&actors).await?.into_iter().map(|a| (a.id, a.label())).collect();
-        let actor_ref =
-            |id: ActorId| ActorRef { id, label: labels.get(&id).cloned().unwrap_or_else(|| format!("actor {id}")) };
+        let batch_size = (request.max_count as usize * 2).clamp(8, 64);
+        let mut labels: HashMap<ActorId, String> = HashMap::new();
         let mut places: HashMap<ConversationId, Provenance> = HashMap::new();
-        for (candidate, components) in ranked {
-            if packer.is_full() {
-                break;
+        let mut remaining = ranked.into_iter().peekable();
+        while !packer.is_full() && remaining.peek().is_some() {
+            let batch: Vec<(Candidate, Components)> = remaining.by_ref().take(batch_size).collect();
+            let ids: Vec<RevisionId> = batch.iter().map(|(c, _)| c.row.revision_id).collect();
+            let mut rows: HashMap<RevisionId, candidates::HydratedRow> =
+                candidates::hydrate(self.store.pool(), ctx, &ids)
+                    .await?
+                    .into_iter()
+                    .map(|r| (r.revision_id, r))
+                    .collect();
+            self.load_labels(&mut labels, rows.values()).await?;
+            for (candidate, components) in batch {
+                if packer.is_full() {
+                    break;
+                }
+                let Some(row) = rows.remove(&candidate.row.revision_id) else { continue };
+                let provenance = match row.origin_conversation_id {
+                    None => Provenance::Unrecorded,
+                    Some(origin) => match places.get(&origin) {
+                        Some(place) => place.clone(),
+                        None => {
+                            let place = self.provenance(ctx, origin).await?;
+                            places.insert(origin, place.clone());
+                            place
+                        }
+                    },
+                };
+                let actor_ref = |id: ActorId| ActorRef {
+                    id,
+                    label: labels.get(&id).cloned().unwrap_or_else(|| format!("actor {id}")),
+                };
+                let mut selection = Selection {
+                    entry_id: candidate.row.entry_id,
+                    revision_id: row.revision_id,
+                    revision_number: row.revision_number,
+                    body: row.body,
+                    subject: row.subject_actor_id.map(actor_ref),
+                    source: row.source_actor_id.map(actor_ref),
+                    provenance,
+                    recorded_at: row.created_at,
+                    always_on: row.always_on,
+                    score: components.total(),
+                    reason: components.reason(),
+                    components,
+                    cost_tokens: 0,
+                };
+                selection.cost_tokens = packing::entry_cost(&selection, self.config.attribution_overhead_tokens);
+                packer.offer(selection);
             }
-            let row = candidate.row;
-            let provenance = match row.origin_conversation_id {
-                None => Provenance::Unrecorded,
-                Some(origin) => match places.get(&origin) {
-                    Some(place) => place.clone(),
-                    None => {
-                        let place = self.provenance(ctx, origin).await?;
-                        places.insert(origin, place.clone());
-                        place
-                    }
-                },
-            };
-            let mut selection = Selection {
-                entry_id: row.entry_id,
-                revision_id: row.revision_id,
-                revision_number: row.revision_number,
-                body: row.body,
-                subject: row.subject_actor_id.map(actor_ref),
-                source: row.source_actor_id.map(actor_ref),
-                provenance,
-                recorded_at: row.created_at,
-                always_on: row.always_on,
-                score: components.total(),
-                reason: components.reason(),
-                components,
-                cost_tokens: 0,
-            };
-            selection.cost_tokens = packing::entry_cost(&selection, self.config.attribution_overhead_tokens);
-            packer.offer(selection);
         }
         Ok(packer.finish())
+    }
+
+    /// Adds the current labels of the rows' subjects and sources that are not loaded yet.
+    async fn load_labels<'a>(
+        &self,
+        labels: &mut HashMap<ActorId, String>,
+        rows: impl Iterator<Item = &'a candidates::HydratedRow>,
+    ) -> Result<(), StoreError> {
+        let mut missing: Vec<ActorId> = rows
+            .flat_map(|r| [r.subject_actor_id, r.source_actor_id])
+            .flatten()
+            .filter(|a| !labels.contains_key(a))
+            .collect();
+        missing.sort();
+        missing.dedup();
+        if !missing.is_empty() {
+            labels.extend(self.store.actor_summaries(&missing).await?.into_iter().map(|a| (a.id, a.label())));
+        }
+        Ok(())
     }
 
     /// Names the origin conversation only where every destination reader can read it now.

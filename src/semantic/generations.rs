@@ -124,7 +124,6 @@ pub async fn worker_targets(pool: &PgPool, info: &EmbedderInfo) -> Result<Vec<Ge
     let building = generation_in_state(pool, GenerationState::Building).await?;
     if active.is_none() && building.is_none() && list_generations(pool).await?.is_empty() {
         let first = insert_generation(pool, info, GenerationState::Active).await?;
-        ensure_hnsw_index(pool, first.id).await?;
         return Ok(vec![first]);
     }
     let targets: Vec<Generation> = active.iter().chain(building.iter()).filter(|g| g.matches(info)).cloned().collect();
@@ -136,11 +135,6 @@ pub async fn worker_targets(pool: &PgPool, info: &EmbedderInfo) -> Result<Vec<Ge
         });
     }
     Ok(targets)
-}
-
-/// Creates the per-generation HNSW index (no-op without pgvector). Idempotent.
-pub async fn ensure_hnsw_index(pool: &PgPool, generation: i64) -> Result<bool, SemanticError> {
-    Ok(sqlx::query_scalar("SELECT semantic_ensure_generation_index($1)").bind(generation).fetch_one(pool).await?)
 }
 
 /// Starts a rebuild for `info`, or resumes the building generation of the same model. A building
@@ -209,7 +203,6 @@ pub async fn rebuild_progress(pool: &PgPool) -> Result<Option<RebuildProgress>, 
 /// is embedded in `generation`, retires the active generation and activates this one. Returns
 /// `false` (and changes nothing) if revisions are still missing, so the caller backfills again.
 pub async fn activate(pool: &PgPool, generation: i64) -> Result<bool, SemanticError> {
-    ensure_hnsw_index(pool, generation).await?;
     let mut tx = pool.begin().await?;
     // Serialise switches and stop concurrent generation changes until commit.
     sqlx::query("LOCK TABLE embedding_generations IN SHARE ROW EXCLUSIVE MODE").execute(&mut *tx).await?;

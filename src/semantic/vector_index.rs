@@ -1,7 +1,7 @@
 //! Vector indexes behind retrieval's one scoped interface ([`SemanticIndex`]).
 //!
-//! [`PgVectorIndex`] searches the active generation in PostgreSQL with the eligibility predicate
-//! ([`crate::eligible_revision_sql!`]) inside the same SQL statement as the cosine ordering, so an
+//! [`PgVectorIndex`] searches the active generation in PostgreSQL over the eligible rows
+//! ([`crate::eligible_searchable_rows!`]) in the same SQL statement as the cosine ordering, so an
 //! ineligible revision never leaves the database. External indexes (Qdrant) implement
 //! [`VectorMirror`] for the worker's writes and [`SemanticIndex`] for search, revalidating every
 //! hit against canonical rows. Either way, distinct hits are capped at the requested limit here,
@@ -19,10 +19,10 @@ use super::embedder::{EmbedError, Embedder};
 use super::embeddings::vector_literal;
 use super::generations::{generation_in_state, pgvector_available, Generation, GenerationState};
 use super::SemanticError;
-use crate::eligible_revision_sql;
 use crate::ids::{AgentId, EntryId, RevisionId};
 use crate::privacy::EligibilityContext;
 use crate::retrieval::{SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest};
+use crate::{eligible_revision_sql, eligible_searchable_rows};
 use uuid::Uuid;
 
 /// The spec's cap: above this many eligible revisions semantic search is skipped
@@ -203,28 +203,14 @@ fn query_failure(err: &EmbedError) -> SemanticFailure {
     }
 }
 
-/// Whether more than `cap` revisions are eligible. Cheap path first: the live current revisions
-/// of the agent bound the eligible set from above; only when they exceed the cap is the
-/// predicate evaluated (still stopping at `cap + 1`).
+/// Whether more than `cap` revisions are eligible: counts the eligible projection rows (driven by
+/// the audience's GIN index), stopping at `cap + 1`.
 pub async fn eligible_set_exceeds(pool: &PgPool, ctx: &EligibilityContext, cap: usize) -> Result<bool, sqlx::Error> {
     let probe = i64::try_from(cap).unwrap_or(i64::MAX - 1) + 1;
-    let live: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM (SELECT 1 FROM memory_entries e
-                                WHERE e.runtime_agent_id = $1 AND e.state = 'live' LIMIT $2) AS live",
-    )
-    .bind(ctx.agent)
-    .bind(probe)
-    .fetch_one(pool)
-    .await?;
-    if live < probe {
-        return Ok(false);
-    }
     let eligible: i64 = sqlx::query_scalar(concat!(
-        "SELECT count(*) FROM (SELECT 1 FROM memory_entries e
-                                 JOIN memory_entry_revisions r ON r.id = e.current_revision_id
-                                WHERE r.runtime_agent_id = $1 AND e.state = 'live' AND ",
-        eligible_revision_sql!(),
-        " LIMIT $4) AS eligible"
+        "SELECT count(*) FROM (SELECT 1 FROM ",
+        eligible_searchable_rows!(),
+        " AS p LIMIT $4) AS eligible"
     ))
     .bind(ctx.agent)
     .bind(ctx.conversation)
@@ -243,11 +229,14 @@ struct Nearest<'a> {
     min: f32,
 }
 
-/// The nearest eligible current revisions in `generation`, by cosine similarity, at least `min` similar. One statement:
-/// generation, current-revision, live-entry and the eligibility predicate all sit in its `WHERE`.
-/// The generation id and dimension are integers from `embedding_generations` (never input), set
-/// into the text so that the planner matches the generation's partial HNSW index; pgvector 0.8's
-/// iterative scan keeps filtered HNSW searches from returning too few rows.
+/// The nearest eligible current revisions in `generation`, by cosine similarity, at least `min`
+/// similar: an exact search over the eligible set, which the spec's cap keeps at 10,000 revisions
+/// or fewer. One statement: the eligible projection rows (the same predicate as every candidate
+/// source) joined to their embeddings in this generation. Exact beats the HNSW index here: an
+/// audience typically admits well under 1% of an archive, and a filtered approximate search that
+/// selective walks most of the graph to find its neighbours. The generation id and dimension are
+/// integers from `embedding_generations` (never input), set into the text so that the vector type
+/// has its dimension.
 async fn nearest_eligible(
     pool: &PgPool,
     ctx: &EligibilityContext,
@@ -255,21 +244,15 @@ async fn nearest_eligible(
 ) -> Result<Vec<SemanticHit>, sqlx::Error> {
     let (id, dim) = (nearest.generation.id, nearest.generation.dimension);
     let sql = format!(
-        "SELECT r.id AS revision_id,
+        "SELECT p.revision_id,
                 (1 - (x.embedding::vector({dim}) <=> $4::text::vector({dim})))::float4 AS similarity
-           FROM revision_embeddings x
-           JOIN memory_entry_revisions r ON r.id = x.revision_id
-           JOIN memory_entries e ON e.id = r.entry_id AND e.current_revision_id = r.id
-          WHERE x.generation_id = {id} AND r.runtime_agent_id = $1 AND e.state = 'live'
-            AND (x.embedding::vector({dim}) <=> $4::text::vector({dim})) <= $6
-            AND {eligible}
-          ORDER BY x.embedding::vector({dim}) <=> $4::text::vector({dim})
+           FROM {eligible} AS p
+           JOIN revision_embeddings x ON x.generation_id = {id} AND x.revision_id = p.revision_id
+          WHERE (x.embedding::vector({dim}) <=> $4::text::vector({dim})) <= $6
+          ORDER BY x.embedding::vector({dim}) <=> $4::text::vector({dim}), p.revision_id
           LIMIT $5",
-        eligible = eligible_revision_sql!()
+        eligible = eligible_searchable_rows!()
     );
-    let mut tx = pool.begin().await?;
-    sqlx::query("SET LOCAL hnsw.iterative_scan = relaxed_order").execute(&mut *tx).await?;
-    sqlx::query("SET LOCAL hnsw.ef_search = 100").execute(&mut *tx).await?;
     let rows: Vec<(RevisionId, f32)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(ctx.agent)
         .bind(ctx.conversation)
@@ -277,9 +260,8 @@ async fn nearest_eligible(
         .bind(vector_literal(nearest.vector))
         .bind(i64::try_from(nearest.limit).unwrap_or(i64::MAX))
         .bind(1.0 - f64::from(nearest.min))
-        .fetch_all(&mut *tx)
+        .fetch_all(pool)
         .await?;
-    tx.commit().await?;
     Ok(rows.into_iter().map(|(revision_id, similarity)| SemanticHit { revision_id, similarity }).collect())
 }
 

@@ -168,3 +168,33 @@ impl World {
         (written.entry_id, written.revision_id)
     }
 }
+
+/// Asserts that the `searchable_revisions` projection holds exactly what its definition says:
+/// one row per current revision of a live entry, with the entry's restriction and the revision's
+/// evidence summary as they are now. Tests call it after the writes that maintain it (create,
+/// amend, forget, repair, operator review), so a missed trigger fails here by name.
+#[allow(dead_code)]
+pub async fn assert_projection_matches_canonical(pool: &PgPool) {
+    let diff: Vec<(String, uuid::Uuid)> = sqlx::query_as(
+        "WITH expected AS (
+             SELECT r.id AS revision_id, e.id AS entry_id, e.runtime_agent_id, e.restriction, e.restricted_conversation_id,
+                    coalesce(s.evidence_known, false) AS evidence_known, coalesce(s.audience, '{}') AS audience,
+                    r.subject_actor_id, e.origin_conversation_id, e.always_on, r.created_at
+               FROM memory_entries e
+               JOIN memory_entry_revisions r ON r.id = e.current_revision_id
+               LEFT JOIN revision_audience_summary s ON s.revision_id = r.id
+              WHERE e.state = 'live'
+         ), actual AS (
+             SELECT revision_id, entry_id, runtime_agent_id, restriction, restricted_conversation_id, evidence_known,
+                    audience, subject_actor_id, origin_conversation_id, always_on, created_at
+               FROM searchable_revisions
+         )
+         SELECT 'missing or stale', revision_id FROM (SELECT * FROM expected EXCEPT SELECT * FROM actual) m
+         UNION ALL
+         SELECT 'unexpected', revision_id FROM (SELECT * FROM actual EXCEPT SELECT * FROM expected) u",
+    )
+    .fetch_all(pool)
+    .await
+    .expect("comparing the projection");
+    assert!(diff.is_empty(), "searchable_revisions diverges from canonical rows: {diff:?}");
+}
