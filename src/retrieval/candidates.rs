@@ -3,8 +3,8 @@
 //! [`crate::eligible_searchable_rows`]). A rejected row never reaches Rust, so no score can
 //! restore it. Every source returns at most `per_source_limit` rows, best first, with the features
 //! fusion ranks on but no text: [`hydrate`] reads the text of the rows that packing considers from
-//! canonical rows, re-checking the canonical predicate ([`crate::eligible_revision_sql`]) in the
-//! same statement.
+//! canonical rows, re-checking the canonical rules (`memory_eligibility_rule`) in the same
+//! statement.
 
 use std::collections::BTreeMap;
 
@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::eligible_searchable_rows;
 use crate::ids::{ActorId, ConversationId, EntryId, RevisionId};
 use crate::privacy::EligibilityContext;
-use crate::{eligible_revision_sql, eligible_searchable_rows};
 
 /// The columns every candidate query returns, from the eligible projection rows aliased `p`
 /// ([`crate::eligible_searchable_rows!`]).
@@ -29,6 +29,18 @@ macro_rules! candidate_columns {
 macro_rules! from_eligible {
     () => {
         concat!(" FROM ", eligible_searchable_rows!(), " AS p ")
+    };
+}
+
+/// Unrevoked grants of agent `$1` whose audience covers every destination reader in `$3` (the
+/// grant branch of [`crate::eligible_searchable_rows!`]); a subquery with a `revision_id` column.
+macro_rules! covering_grants {
+    () => {
+        "(SELECT cg.revision_id FROM sharing_grants cg
+           WHERE cg.runtime_agent_id = $1 AND cg.revoked_at IS NULL AND $3::uuid[] IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM unnest($3::uuid[]) AS cd(actor_id)
+                              WHERE NOT EXISTS (SELECT 1 FROM sharing_grant_audience cga
+                                                 WHERE cga.grant_id = cg.id AND cga.actor_id = cd.actor_id)))"
     };
 }
 
@@ -241,17 +253,20 @@ pub(crate) async fn withheld_lexical(
            FROM ((SELECT w.revision_id, w.restriction, w.restricted_conversation_id, w.evidence_known
                     FROM searchable_revisions w
                    WHERE w.runtime_agent_id = $1 AND NOT w.evidence_known AND w.body_tsv @@ memory_lexical_query($4)
-                     AND NOT EXISTS (SELECT 1 FROM ",
-        eligible_searchable_rows!(),
-        " AS p WHERE p.revision_id = w.revision_id)
+                     AND w.revision_id NOT IN (SELECT g.revision_id FROM ",
+        covering_grants!(),
+        " g)
                    LIMIT $5)
                  UNION
                  (SELECT w.revision_id, w.restriction, w.restricted_conversation_id, w.evidence_known
                     FROM searchable_revisions w
                    WHERE w.runtime_agent_id = $1 AND w.body_tsv @@ memory_lexical_query($4)
-                     AND NOT EXISTS (SELECT 1 FROM ",
-        eligible_searchable_rows!(),
-        " AS p WHERE p.revision_id = w.revision_id)
+                     AND ($3::uuid[] IS NULL
+                          OR NOT ((w.restriction = 'none' OR w.restricted_conversation_id = $2)
+                                  AND w.evidence_known AND w.audience @> $3::uuid[]))
+                     AND w.revision_id NOT IN (SELECT g.revision_id FROM ",
+        covering_grants!(),
+        " g)
                    LIMIT $5)) AS w
           GROUP BY 1 ORDER BY 1"
     ))
@@ -291,8 +306,10 @@ pub(crate) async fn eligible_rows_of(
     .await
 }
 
-/// Reads the text and attribution of `revisions` from canonical rows, re-checking the canonical
-/// eligibility predicate in the same statement: a revision that stopped being eligible since its
+/// Reads the text and attribution of `revisions` from canonical rows, re-checking eligibility in
+/// the same statement with `memory_eligibility_rule` (the canonical rules, read from canonical
+/// rows, evaluated per row: the batch is small, and an inlined `OR EXISTS` form would make the
+/// planner hash the whole evidence summary): a revision that stopped being eligible since its
 /// candidate query (or that the projection admitted wrongly) is simply absent.
 pub(crate) async fn hydrate(
     pool: &PgPool,
@@ -300,15 +317,15 @@ pub(crate) async fn hydrate(
     revisions: &[RevisionId],
 ) -> Result<Vec<HydratedRow>, sqlx::Error> {
     let ids: Vec<Uuid> = revisions.iter().map(|r| r.0).collect();
-    sqlx::query_as(concat!(
+    sqlx::query_as(
         "SELECT r.id AS revision_id, r.revision_number, r.body, r.subject_actor_id, r.source_actor_id,
                 e.origin_conversation_id, e.always_on, r.created_at
            FROM unnest($4::uuid[]) AS wanted(id)
            JOIN memory_entry_revisions r ON r.id = wanted.id
            JOIN memory_entries e ON e.id = r.entry_id AND e.current_revision_id = r.id
-          WHERE r.runtime_agent_id = $1 AND e.state = 'live' AND ",
-        eligible_revision_sql!()
-    ))
+          WHERE r.runtime_agent_id = $1 AND e.state = 'live'
+            AND memory_eligibility_rule($1, r.id, $2, $3) = 'eligible'",
+    )
     .bind(ctx.agent)
     .bind(ctx.conversation)
     .bind(ctx.audience_uuids())
