@@ -62,7 +62,8 @@ macro_rules! eligible_revision_sql {
 #[macro_export]
 macro_rules! eligible_searchable_rows {
     () => {
-        "(SELECT elig_p.revision_id, elig_p.entry_id, elig_p.body_tsv, elig_p.subject_actor_id,
+        concat!(
+            "(SELECT elig_p.revision_id, elig_p.entry_id, elig_p.body_tsv, elig_p.subject_actor_id,
                  elig_p.origin_conversation_id, elig_p.always_on, elig_p.created_at
             FROM searchable_revisions elig_p
            WHERE elig_p.runtime_agent_id = $1 AND $3::uuid[] IS NOT NULL
@@ -75,13 +76,25 @@ macro_rules! eligible_searchable_rows {
            WHERE elig_p.runtime_agent_id = $1 AND $3::uuid[] IS NOT NULL
              AND (elig_p.restriction = 'none' OR elig_p.restricted_conversation_id = $2)
              AND NOT (elig_p.evidence_known AND elig_p.audience @> $3::uuid[])
-             AND elig_p.revision_id IN (
-                 SELECT elig_g.revision_id FROM sharing_grants elig_g
-                  WHERE elig_g.runtime_agent_id = $1 AND elig_g.revoked_at IS NULL
-                    AND NOT EXISTS (SELECT 1 FROM unnest($3::uuid[]) AS elig_d(actor_id)
-                                     WHERE NOT EXISTS (SELECT 1 FROM sharing_grant_audience elig_ga
-                                                        WHERE elig_ga.grant_id = elig_g.id
-                                                          AND elig_ga.actor_id = elig_d.actor_id))))"
+             AND elig_p.revision_id IN (SELECT elig_g.revision_id FROM ",
+            $crate::covering_grants!(),
+            " AS elig_g))"
+        )
+    };
+}
+
+/// Unrevoked sharing grants of agent `$1` whose audience covers every destination reader in `$3`:
+/// a subquery with a `revision_id` column, for the grant branch of
+/// [`eligible_searchable_rows!`](crate::eligible_searchable_rows) and for the withheld
+/// diagnostics, which must exclude exactly the rows that branch admits.
+#[macro_export]
+macro_rules! covering_grants {
+    () => {
+        "(SELECT cg.revision_id FROM sharing_grants cg
+           WHERE cg.runtime_agent_id = $1 AND cg.revoked_at IS NULL AND $3::uuid[] IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM unnest($3::uuid[]) AS cd(actor_id)
+                              WHERE NOT EXISTS (SELECT 1 FROM sharing_grant_audience cga
+                                                 WHERE cga.grant_id = cg.id AND cga.actor_id = cd.actor_id)))"
     };
 }
 

@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::eligible_searchable_rows;
 use crate::ids::{ActorId, ConversationId, EntryId, RevisionId};
 use crate::privacy::EligibilityContext;
+use crate::{covering_grants, eligible_searchable_rows};
 
 /// The columns every candidate query returns, from the eligible projection rows aliased `p`
 /// ([`crate::eligible_searchable_rows!`]).
@@ -29,18 +29,6 @@ macro_rules! candidate_columns {
 macro_rules! from_eligible {
     () => {
         concat!(" FROM ", eligible_searchable_rows!(), " AS p ")
-    };
-}
-
-/// Unrevoked grants of agent `$1` whose audience covers every destination reader in `$3` (the
-/// grant branch of [`crate::eligible_searchable_rows!`]); a subquery with a `revision_id` column.
-macro_rules! covering_grants {
-    () => {
-        "(SELECT cg.revision_id FROM sharing_grants cg
-           WHERE cg.runtime_agent_id = $1 AND cg.revoked_at IS NULL AND $3::uuid[] IS NOT NULL
-             AND NOT EXISTS (SELECT 1 FROM unnest($3::uuid[]) AS cd(actor_id)
-                              WHERE NOT EXISTS (SELECT 1 FROM sharing_grant_audience cga
-                                                 WHERE cga.grant_id = cg.id AND cga.actor_id = cd.actor_id)))"
     };
 }
 

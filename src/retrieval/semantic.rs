@@ -3,11 +3,11 @@
 //! conversation and always-on sources.
 //!
 //! Contract for implementations (pgvector, Qdrant): the request carries the
-//! [`EligibilityContext`]; an SQL-backed index must apply the eligibility predicate
-//! ([`crate::privacy::ELIGIBLE_SQL`]) in the same statement as its similarity search. Whatever an
-//! implementation returns, retrieval revalidates every hit with the same predicate while it
-//! hydrates the rows from canonical storage, and keeps at most the requested number of distinct
-//! hits even if a provider ignores the limit.
+//! [`EligibilityContext`]; an SQL-backed index must search only the eligible rows
+//! ([`crate::eligible_searchable_rows!`]) in the same statement as its similarity search. Whatever
+//! an implementation returns, retrieval keeps a hit only if those same eligible rows admit it,
+//! re-checks the canonical rules when it hydrates the text, and keeps at most the requested number
+//! of distinct hits even if a provider ignores the limit.
 
 use std::future::Future;
 use std::pin::Pin;
