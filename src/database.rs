@@ -98,6 +98,11 @@ impl ScratchDatabase {
         let mut conn = admin.connect().await?;
         // The name is built from filtered characters and a generated id, never from raw input.
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await?;
+        Self::open(admin, name, max_connections).await
+    }
+
+    /// A pool on the existing database `name`, migrated to this binary's schema.
+    async fn open(admin: &PgConnectOptions, name: String, max_connections: u32) -> Result<Self, OpenError> {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(30))
@@ -105,6 +110,30 @@ impl ScratchDatabase {
             .await?;
         migrate(&pool).await?;
         Ok(ScratchDatabase { pool, name, admin: admin.clone() })
+    }
+
+    /// Reopens the newest database named `<prefix>_<random>` (one [`ScratchDatabase::create`]
+    /// made and was told to keep), migrated to this binary's schema; `None` when there is none.
+    /// Lets a benchmark measure a large store again without loading it again.
+    pub async fn reopen_latest(
+        admin: &PgConnectOptions,
+        prefix: &str,
+        max_connections: u32,
+    ) -> Result<Option<Self>, OpenError> {
+        use sqlx::ConnectOptions;
+        let prefix: String = prefix.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        let mut conn = admin.connect().await?;
+        let name: Option<String> = sqlx::query_scalar(
+            "SELECT d.datname::text FROM pg_database d
+              WHERE d.datname ~ ('^' || $1 || '_[0-9a-f]{12}$')
+              ORDER BY d.oid DESC
+              LIMIT 1",
+        )
+        .bind(&prefix)
+        .fetch_optional(&mut conn)
+        .await?;
+        let Some(name) = name else { return Ok(None) };
+        Ok(Some(Self::open(admin, name, max_connections).await?))
     }
 
     /// Closes the pool and drops the database.

@@ -60,7 +60,8 @@ async fn the_10k_speed_bench_runs_and_finds_things() {
         queries: 50,
         write_duration: Duration::from_secs(1),
         writers: 4,
-        keep_databases: false,
+        keep_databases: true,
+        reuse_databases: false,
         hybrid_max_revisions: 10_000,
     };
     let reports = bench::run(&admin, &options, |stage| eprintln!("bench: {stage}")).await.expect("bench runs");
@@ -71,4 +72,16 @@ async fn the_10k_speed_bench_runs_and_finds_things() {
     assert!(report.lexical_selections_per_query > 0.0, "searches return memories");
     assert!(report.remembers_per_second > 0.0 && report.amends_per_second > 0.0);
     assert_eq!(report.hybrid.as_ref().map(|h| h.samples), Some(50), "hybrid recall was measured");
+
+    // `--reuse` measures the kept store again without loading it: same workspace, same queries.
+    let again = BenchOptions { queries: 10, keep_databases: false, reuse_databases: true, ..options };
+    let reused = bench::run(&admin, &again, |stage| eprintln!("bench (reuse): {stage}")).await.expect("bench reruns");
+    assert_eq!(reused[0].load_seconds, 0.0, "nothing was loaded");
+    assert!(reused[0].revisions >= 10_000, "the kept store plus the first run's writes");
+    assert!(reused[0].lexical_selections_per_query > 0.0, "the reloaded workspace asks answerable queries");
+    let kept = mesh_memory::database::ScratchDatabase::reopen_latest(&admin, "mesh_bench_10000", 2)
+        .await
+        .expect("reopening")
+        .expect("the kept database");
+    kept.drop_database().await.expect("dropping the kept database");
 }

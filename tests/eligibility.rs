@@ -514,16 +514,22 @@ fn property_no_returned_revision_violates_the_predicate_recomputed_in_rust() {
                 }
                 // The searchable projection admits exactly the eligible current revisions: no more
                 // (privacy), no fewer (recall), after every create, amend, grant and forget above.
-                let admitted: HashSet<Uuid> = sqlx::query_scalar(concat!(
-                    "SELECT p.revision_id FROM ", mesh_memory::eligible_searchable_rows!(), " AS p"))
-                    .bind(world.agent)
-                    .bind(conversation)
-                    .bind(audience.iter().copied().collect::<Vec<Uuid>>())
-                    .fetch_all(&db.pool)
-                    .await
-                    .unwrap()
-                    .into_iter()
-                    .collect();
+                let admitted_by = |sql: &'static str| {
+                    let audience: Vec<Uuid> = audience.iter().copied().collect();
+                    let pool = db.pool.clone();
+                    async move {
+                        let ids: Vec<Uuid> = sqlx::query_scalar(sql)
+                            .bind(world.agent)
+                            .bind(conversation)
+                            .bind(audience)
+                            .fetch_all(&pool)
+                            .await
+                            .unwrap();
+                        ids.into_iter().collect::<HashSet<Uuid>>()
+                    }
+                };
+                let admitted = admitted_by(concat!(
+                    "SELECT p.revision_id FROM ", mesh_memory::eligible_searchable_rows!(), " AS p")).await;
                 let expected: HashSet<Uuid> = facts
                     .entries
                     .values()
@@ -531,6 +537,10 @@ fn property_no_returned_revision_violates_the_predicate_recomputed_in_rust() {
                     .filter(|r| rust_eligible(&facts, *r, conversation.0, &audience))
                     .collect();
                 assert_eq!(admitted, expected, "the projection disagrees with the policy in {conversation} (spec {spec:?})");
+                // The same set read through audience classes (retrieval's eligible-set statement).
+                let by_class = admitted_by(concat!(
+                    "SELECT p.revision_id FROM ", mesh_memory::eligible_class_rows!(), " AS p")).await;
+                assert_eq!(by_class, expected, "audience classes disagree with the policy in {conversation} (spec {spec:?})");
             }
         });
     });

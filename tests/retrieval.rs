@@ -303,6 +303,41 @@ async fn empty_query_ranks_by_subject_then_conversation_then_recency() {
 }
 
 #[tokio::test]
+async fn reading_the_eligible_set_once_selects_exactly_what_the_per_source_statements_select() {
+    let db = test_db().await;
+    let mut w = workspace(&db.store).await;
+    let eng = w.engineering;
+    let (dm_priya, dm_victor) = (w.dm_priya, w.dm_victor);
+    w.world.remember(eng, &w.victor, None, "The build takes twelve minutes.").await;
+    w.world.remember(eng, &w.dana, Some(w.priya.actor), "Priya reviews all database migrations.").await;
+    w.world.remember(dm_priya, &w.priya, Some(w.priya.actor), "Priya's kids go to school in Lisbon.").await;
+    w.world.remember(dm_victor, &w.victor, Some(w.victor.actor), "Victor prefers tabs over spaces.").await;
+    let message = w.world.say(eng, &w.victor, "Team rule: answers must name the repository.").await;
+    let mut rule = w.world.memory("Answers about code must name the repository.", None, w.victor.actor, eng, message);
+    rule.always_on = true;
+    db.store.create_entry(rule).await.unwrap();
+
+    let per_source = RetrievalConfig { eligible_set_limit: 0, ..RetrievalConfig::default() };
+    for (conversation, actor) in [(eng, w.priya.actor), (dm_priya, w.priya.actor), (dm_victor, w.victor.actor)] {
+        for query in ["", "database migrations", "kids school", "tabs or spaces"] {
+            let once = ask_with(&w.world, RetrievalConfig::default(), conversation, Some(actor), query).await;
+            let each = ask_with(&w.world, per_source.clone(), conversation, Some(actor), query).await;
+            let shape = |o: &SearchOutcome| {
+                o.selections.iter().map(|s| (s.entry_id, s.revision_id, s.reason.clone())).collect::<Vec<_>>()
+            };
+            assert_eq!(shape(&once), shape(&each), "{query:?} in {conversation}");
+            assert_eq!(once.candidate_count, each.candidate_count, "{query:?} in {conversation}");
+            assert_eq!(once.withheld, each.withheld);
+        }
+    }
+    let private = ask(&w.world, eng, Some(w.priya.actor), "kids school").await;
+    assert!(
+        private.selections.iter().all(|s| !s.body.contains("kids")),
+        "a direct-message memory never reaches the channel"
+    );
+}
+
+#[tokio::test]
 async fn a_non_empty_query_requires_relevance_but_always_on_entries_are_included() {
     let db = test_db().await;
     let mut w = workspace(&db.store).await;

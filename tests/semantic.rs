@@ -151,7 +151,7 @@ async fn semantic_hits(
     query: &str,
     limit: usize,
 ) -> Result<Vec<SemanticHit>, SemanticFailure> {
-    index.search(SemanticRequest { pool: &db.pool, eligibility: ctx, query, limit }).await
+    index.search(SemanticRequest { pool: &db.pool, eligibility: ctx, query, limit, eligible: None }).await
 }
 
 async fn channel_context(db: &TestDb, scene: &Scene) -> EligibilityContext {

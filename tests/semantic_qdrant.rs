@@ -94,7 +94,13 @@ async fn qdrant_search_is_filtered_revalidated_and_follows_amend_and_forget() {
         let ctx = ctx.clone();
         async move {
             index
-                .search(SemanticRequest { pool: &pool, eligibility: &ctx, query: "prefers tabs over spaces", limit })
+                .search(SemanticRequest {
+                    pool: &pool,
+                    eligibility: &ctx,
+                    query: "prefers tabs over spaces",
+                    limit,
+                    eligible: None,
+                })
                 .await
                 .unwrap()
         }

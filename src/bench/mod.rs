@@ -243,6 +243,9 @@ pub struct BenchOptions {
     pub writers: usize,
     /// Keep the benchmark databases afterwards.
     pub keep_databases: bool,
+    /// Measure the newest kept database of each size instead of loading a new one (its load
+    /// time is then reported as 0; earlier runs' throughput writes are part of it).
+    pub reuse_databases: bool,
     /// Measure hybrid (pgvector) recall only up to this many revisions: embedding and copying a
     /// million vectors adds minutes to the run.
     pub hybrid_max_revisions: usize,
@@ -279,15 +282,27 @@ pub async fn run(
 ) -> Result<Vec<SizeReport>, BenchError> {
     let mut reports = Vec::new();
     for &size in &options.sizes {
-        let scratch = crate::database::ScratchDatabase::create(
-            admin,
-            &format!("mesh_bench_{size}"),
-            (options.writers + 2) as u32,
-        )
-        .await
-        .map_err(|e| BenchError::Setup(e.to_string()))?;
-        let result = measure_size(&scratch.pool, size, options, &mut progress).await;
-        if !options.keep_databases {
+        let prefix = format!("mesh_bench_{size}");
+        let connections = (options.writers + 2) as u32;
+        let reused = if options.reuse_databases {
+            crate::database::ScratchDatabase::reopen_latest(admin, &prefix, connections)
+                .await
+                .map_err(|e| BenchError::Setup(e.to_string()))?
+        } else {
+            None
+        };
+        let fresh = reused.is_none();
+        let scratch = match reused {
+            Some(kept) => {
+                progress(&format!("{size}: reusing kept database {}", kept.name));
+                kept
+            }
+            None => crate::database::ScratchDatabase::create(admin, &prefix, connections)
+                .await
+                .map_err(|e| BenchError::Setup(e.to_string()))?,
+        };
+        let result = measure_size(&scratch.pool, size, fresh, options, &mut progress).await;
+        if !options.keep_databases && !options.reuse_databases {
             scratch.drop_database().await?;
         }
         reports.push(result?);
@@ -298,15 +313,18 @@ pub async fn run(
 async fn measure_size(
     pool: &sqlx::PgPool,
     size: usize,
+    fresh: bool,
     options: &BenchOptions,
     progress: &mut impl FnMut(&str),
 ) -> Result<SizeReport, BenchError> {
     let started = Instant::now();
-    let workspace = synthetic::build(pool, synthetic::SyntheticSpec { revisions: size, seed: size as u64 }, |stage| {
-        progress(&format!("{size}: {stage}"))
-    })
-    .await?;
-    let load_seconds = started.elapsed().as_secs_f64();
+    let workspace = if fresh {
+        let spec = synthetic::SyntheticSpec { revisions: size, seed: size as u64 };
+        synthetic::build(pool, spec, |stage| progress(&format!("{size}: {stage}"))).await?
+    } else {
+        synthetic::load(pool).await?
+    };
+    let load_seconds = if fresh { started.elapsed().as_secs_f64() } else { 0.0 };
     let store = Store::new(pool.clone());
     progress(&format!("{size}: lexical recall x{}", options.queries));
     let retriever = Retriever::new(store.clone(), crate::retrieval::RetrievalConfig::default());
@@ -316,7 +334,9 @@ async fn measure_size(
     let (hybrid, vector_index_seconds) = if size <= options.hybrid_max_revisions {
         progress(&format!("{size}: embedding and indexing vectors"));
         let timer = Instant::now();
-        load_vectors(pool).await?;
+        if fresh || !has_active_generation(pool).await? {
+            load_vectors(pool).await?;
+        }
         let seconds = timer.elapsed().as_secs_f64();
         progress(&format!("{size}: hybrid recall x{}", options.queries));
         let embedder: Arc<dyn crate::semantic::Embedder> = Arc::new(hashing::HashingEmbedder::default());
@@ -344,6 +364,13 @@ async fn measure_size(
         remembers_per_second,
         amends_per_second,
     })
+}
+
+/// Whether a kept store already has an active embedding generation (its vectors were loaded).
+async fn has_active_generation(pool: &sqlx::PgPool) -> Result<bool, BenchError> {
+    Ok(sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM embedding_generations WHERE state = 'active')")
+        .fetch_one(pool)
+        .await?)
 }
 
 /// Embeds every current revision with the hashing embedder into an active generation (COPY, in

@@ -115,6 +115,10 @@ enum Command {
         /// Keep the benchmark databases.
         #[arg(long)]
         keep: bool,
+        /// Measure the newest kept database of each size (from an earlier `--keep` run) instead
+        /// of loading a new one; it is kept again afterwards.
+        #[arg(long)]
+        reuse: bool,
         /// Measure hybrid (pgvector) recall only up to this many revisions.
         #[arg(long, default_value_t = 1_000_000)]
         hybrid_max: usize,
@@ -259,13 +263,14 @@ async fn run(cli: Cli) -> Result<()> {
             let config = mesh_memory::retrieval::RetrievalConfig { semantic_weight, ..Default::default() };
             eval_locomo(cli.database_url.as_deref(), &path, max_samples, json_out.as_deref(), keep, config).await
         }
-        Command::Bench { sizes, queries, write_seconds, writers, keep, hybrid_max, json_out } => {
+        Command::Bench { sizes, queries, write_seconds, writers, keep, reuse, hybrid_max, json_out } => {
             let options = mesh_memory::bench::BenchOptions {
                 sizes,
                 queries,
                 write_duration: std::time::Duration::from_secs_f64(write_seconds),
                 writers,
                 keep_databases: keep,
+                reuse_databases: reuse,
                 hybrid_max_revisions: hybrid_max,
             };
             bench(cli.database_url.as_deref(), &options, json_out.as_deref()).await

@@ -69,16 +69,65 @@ macro_rules! eligible_searchable_rows {
            WHERE elig_p.runtime_agent_id = $1 AND $3::uuid[] IS NOT NULL
              AND (elig_p.restriction = 'none' OR elig_p.restricted_conversation_id = $2)
              AND elig_p.evidence_known AND elig_p.audience @> $3::uuid[]
-          UNION ALL
-          SELECT elig_p.revision_id, elig_p.entry_id, elig_p.body_tsv, elig_p.subject_actor_id,
+          UNION ALL ",
+            $crate::eligible_by_grant!(
+                "elig_p.revision_id, elig_p.entry_id, elig_p.body_tsv, elig_p.subject_actor_id,
+                 elig_p.origin_conversation_id, elig_p.always_on, elig_p.created_at"
+            ),
+            ")"
+        )
+    };
+}
+
+/// The same eligible rows as [`eligible_searchable_rows!`](crate::eligible_searchable_rows), with
+/// the ranking features only (no `body_tsv`), driven by audience classes (migration
+/// `20261202008000_audience_classes.sql`): the classes whose members cover `$3` are found in a
+/// small table, and their rows are read by an index-only scan of the covering class index. Same
+/// parameters (`$1` agent, `$2` conversation, `$3` audience), aliased by the caller.
+///
+/// The audience branch is equivalent because `audience_class_id` is set exactly when
+/// `evidence_known` and names the class whose members equal the row's audience; the grant branch
+/// is the same. `tests/eligibility.rs` checks that this and
+/// [`eligible_searchable_rows!`](crate::eligible_searchable_rows) both admit exactly the
+/// policy-eligible current revisions.
+#[macro_export]
+macro_rules! eligible_class_rows {
+    () => {
+        concat!(
+            "(SELECT elig_p.revision_id, elig_p.entry_id, elig_p.subject_actor_id,
                  elig_p.origin_conversation_id, elig_p.always_on, elig_p.created_at
+            FROM audience_classes elig_c
+            JOIN searchable_revisions elig_p ON elig_p.audience_class_id = elig_c.id
+           WHERE elig_c.runtime_agent_id = $1 AND $3::uuid[] IS NOT NULL AND elig_c.members @> $3::uuid[]
+             AND (elig_p.restriction = 'none' OR elig_p.restricted_conversation_id = $2)
+          UNION ALL ",
+            $crate::eligible_by_grant!(
+                "elig_p.revision_id, elig_p.entry_id, elig_p.subject_actor_id,
+                 elig_p.origin_conversation_id, elig_p.always_on, elig_p.created_at"
+            ),
+            ")"
+        )
+    };
+}
+
+/// The grant branch shared by [`eligible_searchable_rows!`](crate::eligible_searchable_rows) and
+/// [`eligible_class_rows!`](crate::eligible_class_rows): `SELECT <columns>` of the projection rows
+/// (aliased `elig_p`) that the audience branch does not admit but an unrevoked grant covering the
+/// destination releases. One definition, so the two forms cannot drift apart.
+#[macro_export]
+macro_rules! eligible_by_grant {
+    ($columns:literal) => {
+        concat!(
+            "SELECT ",
+            $columns,
+            "
             FROM searchable_revisions elig_p
            WHERE elig_p.runtime_agent_id = $1 AND $3::uuid[] IS NOT NULL
              AND (elig_p.restriction = 'none' OR elig_p.restricted_conversation_id = $2)
              AND NOT (elig_p.evidence_known AND elig_p.audience @> $3::uuid[])
              AND elig_p.revision_id IN (SELECT elig_g.revision_id FROM ",
             $crate::covering_grants!(),
-            " AS elig_g))"
+            " AS elig_g)"
         )
     };
 }

@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::ids::{ActorId, ConversationId, EntryId, RevisionId};
 use crate::privacy::EligibilityContext;
-use crate::{covering_grants, eligible_searchable_rows};
+use crate::{covering_grants, eligible_class_rows, eligible_searchable_rows};
 
 /// The columns every candidate query returns, from the eligible projection rows aliased `p`
 /// ([`crate::eligible_searchable_rows!`]).
@@ -118,6 +118,46 @@ impl CandidateSet {
     pub fn into_candidates(self) -> Vec<Candidate> {
         self.by_key.into_values().collect()
     }
+}
+
+/// The whole eligible set of this destination with its ranking features, newest first, or `None`
+/// when it has more than `limit` rows. One statement over audience classes
+/// ([`crate::eligible_class_rows!`]): an index-only scan of a few pages per class, so the subject,
+/// conversation and always-on sources and the semantic search are answered from it without a
+/// statement of their own.
+pub(crate) async fn eligible_set(
+    pool: &PgPool,
+    ctx: &EligibilityContext,
+    limit: usize,
+) -> Result<Option<Vec<CandidateRow>>, sqlx::Error> {
+    let probe = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
+    let mut rows: Vec<CandidateRow> = sqlx::query_as(concat!(
+        "SELECT p.entry_id, p.revision_id, p.subject_actor_id, p.origin_conversation_id, p.always_on, p.created_at
+           FROM ",
+        eligible_class_rows!(),
+        " AS p LIMIT $4"
+    ))
+    .bind(ctx.agent)
+    .bind(ctx.conversation)
+    .bind(ctx.audience_uuids())
+    .bind(probe)
+    .fetch_all(pool)
+    .await?;
+    if rows.len() > limit {
+        return Ok(None);
+    }
+    rows.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.revision_id.cmp(&b.revision_id)));
+    Ok(Some(rows))
+}
+
+/// The first `limit` rows of a newest-first eligible set that `wanted` accepts: the same rows,
+/// in the same order, as the subject, conversation and always-on statements return.
+pub(crate) fn newest_matching(
+    eligible: &[CandidateRow],
+    limit: u32,
+    wanted: impl Fn(&CandidateRow) -> bool,
+) -> Vec<CandidateRow> {
+    eligible.iter().filter(|row| wanted(row)).take(limit as usize).cloned().collect()
 }
 
 /// Memories whose current revision is about `actor`, newest first.

@@ -79,6 +79,12 @@ pub struct RetrievalConfig {
     /// Whether the lexical (full-text) source runs. Default true; the evaluation turns it off to
     /// measure semantic candidates alone.
     pub lexical_enabled: bool,
+    /// Up to this many eligible revisions, retrieval reads the whole eligible set once (an
+    /// index-only scan over audience classes) and draws the subject, conversation and always-on
+    /// candidates from it and passes it to the semantic index; above it, each source runs its own
+    /// statement and semantic search reports `semantic_oversized`. Default 10,000, the spec's
+    /// semantic cap.
+    pub eligible_set_limit: usize,
 }
 
 impl Default for RetrievalConfig {
@@ -97,6 +103,7 @@ impl Default for RetrievalConfig {
             attribution_overhead_tokens: 16,
             digest_key: None,
             lexical_enabled: true,
+            eligible_set_limit: crate::semantic::MAX_ELIGIBLE_REVISIONS,
         }
     }
 }

@@ -272,6 +272,21 @@ impl std::fmt::Debug for Retriever {
     }
 }
 
+/// What the full-text side of a search found.
+struct FullText {
+    /// Whether the query has full-text terms (so lexical relevance is required).
+    has_terms: bool,
+    lexical: Option<Vec<CandidateRow>>,
+    withheld: BTreeMap<String, i64>,
+}
+
+/// What the eligible-set side of a search found.
+struct Structural {
+    sources: Vec<(CandidateSource, Vec<CandidateRow>)>,
+    semantic_ok: bool,
+    categories: Vec<DegradationCategory>,
+}
+
 /// Candidates gathered from every source, with what the gathering learned.
 struct Gathered {
     set: CandidateSet,
@@ -350,67 +365,143 @@ impl Retriever {
         })
     }
 
-    /// Runs every candidate source (eligibility inside each SQL statement).
+    /// Runs every candidate source (eligibility inside each SQL statement). The full-text side
+    /// (lexical candidates and withheld diagnostics) and the eligible-set side (subject,
+    /// conversation, always-on and semantic candidates) are independent, so they run at the same
+    /// time on separate pooled connections.
     async fn gather(&self, request: &SearchRequest, ctx: &EligibilityContext) -> Result<Gathered, RetrievalError> {
-        let pool = self.store.pool();
-        let limit = self.config.per_source_limit;
         let query = request.query.trim();
+        let (full_text, structural) =
+            tokio::try_join!(self.full_text(ctx, query), self.eligible_side(request, ctx, query))?;
         let mut set = CandidateSet::default();
-        let mut categories = Vec::new();
-        let mut withheld = BTreeMap::new();
-
-        let has_terms =
-            self.config.lexical_enabled && !query.is_empty() && candidates::has_lexical_terms(pool, query).await?;
-        if has_terms {
-            set.add(CandidateSource::Lexical, candidates::lexical(pool, ctx, query, limit).await?);
-            withheld = candidates::withheld_lexical(pool, ctx, query, limit).await?;
-            if withheld.get("unknown_evidence").is_some_and(|n| *n > 0) {
-                categories.push(DegradationCategory::EligibilityWithheldUnknown);
-            }
+        let mut categories = structural.categories;
+        if let Some(lexical) = full_text.lexical {
+            set.add(CandidateSource::Lexical, lexical);
         }
-        let mut semantic_ok = false;
-        if !query.is_empty() {
-            match self.semantic_candidates(ctx, query).await? {
-                Ok(rows) => {
-                    semantic_ok = true;
-                    set.add(CandidateSource::Semantic, rows);
-                }
-                Err(category) => categories.push(category),
-            }
+        for (source, rows) in structural.sources {
+            set.add(source, rows);
         }
-        if let Some(actor) = request.current_actor {
-            set.add(CandidateSource::Subject, candidates::subject(pool, ctx, actor, limit).await?);
+        if full_text.withheld.get("unknown_evidence").is_some_and(|n| *n > 0) {
+            categories.push(DegradationCategory::EligibilityWithheldUnknown);
         }
-        set.add(CandidateSource::Conversation, candidates::conversation(pool, ctx, limit).await?);
-        set.add(CandidateSource::AlwaysOn, candidates::always_on(pool, ctx, limit).await?);
-
-        let relevance_required = has_terms || semantic_ok;
+        let relevance_required = full_text.has_terms || structural.semantic_ok;
         if !query.is_empty() && !relevance_required {
             categories.push(DegradationCategory::QueryWithoutTerms);
         }
         categories.sort();
         categories.dedup();
-        Ok(Gathered { set, relevance_required, withheld, categories })
+        Ok(Gathered { set, relevance_required, withheld: full_text.withheld, categories })
     }
 
-    /// Semantic hits under the deadline, capped and deduplicated, then hydrated and revalidated
-    /// with the eligibility predicate. The inner `Err` is a degradation, not a failure.
+    /// Lexical candidates and the withheld diagnostics (concurrently), when the query has
+    /// full-text terms.
+    async fn full_text(&self, ctx: &EligibilityContext, query: &str) -> Result<FullText, RetrievalError> {
+        let pool = self.store.pool();
+        let limit = self.config.per_source_limit;
+        let has_terms =
+            self.config.lexical_enabled && !query.is_empty() && candidates::has_lexical_terms(pool, query).await?;
+        if !has_terms {
+            return Ok(FullText { has_terms: false, lexical: None, withheld: BTreeMap::new() });
+        }
+        let (lexical, withheld) = tokio::try_join!(
+            candidates::lexical(pool, ctx, query, limit),
+            candidates::withheld_lexical(pool, ctx, query, limit)
+        )?;
+        Ok(FullText { has_terms: true, lexical: Some(lexical), withheld })
+    }
+
+    /// Subject, conversation, always-on and semantic candidates. When the eligible set fits the
+    /// configured limit it is read once and the three structural sources are taken from it (the
+    /// same rows and order their statements would return); otherwise each runs its own statement.
+    async fn eligible_side(
+        &self,
+        request: &SearchRequest,
+        ctx: &EligibilityContext,
+        query: &str,
+    ) -> Result<Structural, RetrievalError> {
+        let pool = self.store.pool();
+        let limit = self.config.per_source_limit;
+        let eligible = candidates::eligible_set(pool, ctx, self.config.eligible_set_limit).await?;
+        let mut sources = Vec::new();
+        match &eligible {
+            Some(rows) => {
+                if let Some(actor) = request.current_actor {
+                    let about = candidates::newest_matching(rows, limit, |r| r.subject_actor_id == Some(actor));
+                    sources.push((CandidateSource::Subject, about));
+                }
+                let here =
+                    candidates::newest_matching(rows, limit, |r| r.origin_conversation_id == Some(ctx.conversation));
+                sources.push((CandidateSource::Conversation, here));
+                sources.push((CandidateSource::AlwaysOn, candidates::newest_matching(rows, limit, |r| r.always_on)));
+            }
+            None => {
+                let subject = async {
+                    match request.current_actor {
+                        Some(actor) => candidates::subject(pool, ctx, actor, limit).await,
+                        None => Ok(Vec::new()),
+                    }
+                };
+                let (about, here, always) = tokio::try_join!(
+                    subject,
+                    candidates::conversation(pool, ctx, limit),
+                    candidates::always_on(pool, ctx, limit)
+                )?;
+                sources.extend([
+                    (CandidateSource::Subject, about),
+                    (CandidateSource::Conversation, here),
+                    (CandidateSource::AlwaysOn, always),
+                ]);
+            }
+        }
+        let mut categories = Vec::new();
+        let mut semantic_ok = false;
+        if !query.is_empty() {
+            match self.semantic_candidates(ctx, query, eligible.as_deref()).await? {
+                Ok(rows) => {
+                    semantic_ok = true;
+                    sources.push((CandidateSource::Semantic, rows));
+                }
+                Err(category) => categories.push(category),
+            }
+        }
+        Ok(Structural { sources, semantic_ok, categories })
+    }
+
+    /// Semantic hits under the deadline, capped and deduplicated, kept only where the eligible
+    /// set admits them (the set read in this search, or the eligible rows re-read by one
+    /// statement when it was too large to read). The inner `Err` is a degradation, not a failure.
     async fn semantic_candidates(
         &self,
         ctx: &EligibilityContext,
         query: &str,
+        eligible: Option<&[CandidateRow]>,
     ) -> Result<Result<Vec<CandidateRow>, DegradationCategory>, RetrievalError> {
         let limit = self.config.per_source_limit as usize;
-        let request = semantic::SemanticRequest { pool: self.store.pool(), eligibility: ctx, query, limit };
+        let eligible_ids: Option<Vec<RevisionId>> = eligible.map(|rows| rows.iter().map(|r| r.revision_id).collect());
+        let request = semantic::SemanticRequest {
+            pool: self.store.pool(),
+            eligibility: ctx,
+            query,
+            limit,
+            eligible: eligible_ids.as_deref(),
+        };
         let hits = match tokio::time::timeout(self.config.semantic_deadline, self.semantic.search(request)).await {
             Err(_) => return Ok(Err(DegradationCategory::SemanticTimeout)),
             Ok(Err(failure)) => return Ok(Err(semantic_category(failure))),
             Ok(Ok(hits)) => hits,
         };
         let mut seen = std::collections::HashSet::new();
-        let distinct: Vec<RevisionId> =
-            hits.iter().map(|h| h.revision_id).filter(|r| seen.insert(*r)).take(limit).collect();
-        Ok(Ok(candidates::eligible_rows_of(self.store.pool(), ctx, &distinct).await?))
+        let distinct = hits.iter().map(|h| h.revision_id).filter(|r| seen.insert(*r)).take(limit);
+        Ok(Ok(match eligible {
+            Some(rows) => {
+                let by_revision: HashMap<RevisionId, &CandidateRow> = rows.iter().map(|r| (r.revision_id, r)).collect();
+                distinct.filter_map(|id| by_revision.get(&id).map(|row| (*row).clone())).collect()
+            }
+            None => {
+                let ids: Vec<RevisionId> = distinct.collect();
+                candidates::eligible_rows_of(self.store.pool(), ctx, &ids).await?
+            }
+        }))
     }
 
     /// Scores every candidate and orders them best first; drops irrelevant ones when relevance

@@ -22,7 +22,7 @@ use uuid::Uuid;
 use super::embedder::Embedder;
 use super::generations::{generation_in_state, Generation, GenerationState};
 use super::vector_index::{
-    cap_distinct_hits, eligible_set_exceeds, revalidate, MirrorError, MirrorFuture, PointRef, VectorMirror,
+    cap_distinct_hits, exceeds_cap, revalidate, MirrorError, MirrorFuture, PointRef, VectorMirror,
     MAX_ELIGIBLE_REVISIONS,
 };
 use crate::ids::{AgentId, EntryId, RevisionId};
@@ -161,10 +161,7 @@ impl QdrantIndex {
 
     async fn search_inner(&self, request: SemanticRequest<'_>) -> Result<Vec<SemanticHit>, SemanticFailure> {
         let generation = active_generation_for(request.pool, self.embedder.as_ref()).await?;
-        if eligible_set_exceeds(request.pool, request.eligibility, self.eligible_cap)
-            .await
-            .map_err(|_| SemanticFailure::Failed)?
-        {
+        if exceeds_cap(&request, self.eligible_cap).await? {
             return Err(SemanticFailure::Oversized);
         }
         let query = [request.query.to_owned()];

@@ -171,10 +171,7 @@ impl PgVectorIndex {
             (IndexAvailability::Ready { .. }, Some(active)) => active,
             _ => return Err(SemanticFailure::Unavailable),
         };
-        let oversized = eligible_set_exceeds(request.pool, request.eligibility, self.eligible_cap)
-            .await
-            .map_err(|_| SemanticFailure::Failed)?;
-        if oversized {
+        if exceeds_cap(&request, self.eligible_cap).await? {
             return Err(SemanticFailure::Oversized);
         }
         let query = [request.query.to_owned()];
@@ -182,8 +179,11 @@ impl PgVectorIndex {
         let vector = vector.into_iter().next().ok_or(SemanticFailure::Failed)?;
         let nearest =
             Nearest { generation: &generation, vector: &vector, limit: request.limit, min: self.min_similarity };
-        let hits =
-            nearest_eligible(request.pool, request.eligibility, nearest).await.map_err(|_| SemanticFailure::Failed)?;
+        let hits = match request.eligible {
+            Some(eligible) => nearest_among(request.pool, eligible, nearest).await,
+            None => nearest_eligible(request.pool, request.eligibility, nearest).await,
+        }
+        .map_err(|_| SemanticFailure::Failed)?;
         Ok(cap_distinct_hits(hits, request.limit))
     }
 }
@@ -200,6 +200,15 @@ fn query_failure(err: &EmbedError) -> SemanticFailure {
     match err {
         EmbedError::Unreachable | EmbedError::LocalModel(_) => SemanticFailure::Unavailable,
         _ => SemanticFailure::Failed,
+    }
+}
+
+/// Whether the request's eligible set is larger than `cap`: its size when retrieval passed it,
+/// otherwise a count ([`eligible_set_exceeds`]).
+pub async fn exceeds_cap(request: &SemanticRequest<'_>, cap: usize) -> Result<bool, SemanticFailure> {
+    match request.eligible {
+        Some(eligible) => Ok(eligible.len() > cap),
+        None => eligible_set_exceeds(request.pool, request.eligibility, cap).await.map_err(|_| SemanticFailure::Failed),
     }
 }
 
@@ -258,6 +267,39 @@ async fn nearest_eligible(
         .bind(ctx.conversation)
         .bind(ctx.audience_uuids())
         .bind(vector_literal(nearest.vector))
+        .bind(i64::try_from(nearest.limit).unwrap_or(i64::MAX))
+        .bind(1.0 - f64::from(nearest.min))
+        .fetch_all(pool)
+        .await?;
+    Ok(rows.into_iter().map(|(revision_id, similarity)| SemanticHit { revision_id, similarity }).collect())
+}
+
+/// The nearest of `eligible` (the eligible set retrieval read in this search) in `generation`,
+/// at least `min` similar: the same exact search as [`nearest_eligible`], over ids instead of the
+/// predicate, so the eligible set is not computed twice. Each distance is computed once (the
+/// `OFFSET 0` keeps the planner from inlining it into both the filter and the sort key), and the
+/// stored vectors are compared as they are (a generation holds one dimension). An id without an
+/// embedding in this generation (not indexed yet) is simply not a hit.
+async fn nearest_among(
+    pool: &PgPool,
+    eligible: &[RevisionId],
+    nearest: Nearest<'_>,
+) -> Result<Vec<SemanticHit>, sqlx::Error> {
+    let (id, dim) = (nearest.generation.id, nearest.generation.dimension);
+    let ids: Vec<Uuid> = eligible.iter().map(|r| r.0).collect();
+    let sql = format!(
+        "SELECT d.revision_id, (1 - d.distance)::float4 AS similarity
+           FROM (SELECT x.revision_id, x.embedding <=> $1::text::vector({dim}) AS distance
+                   FROM revision_embeddings x
+                  WHERE x.generation_id = {id} AND x.revision_id = ANY($2::uuid[])
+                 OFFSET 0) AS d
+          WHERE d.distance <= $4
+          ORDER BY d.distance, d.revision_id
+          LIMIT $3"
+    );
+    let rows: Vec<(RevisionId, f32)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(vector_literal(nearest.vector))
+        .bind(ids)
         .bind(i64::try_from(nearest.limit).unwrap_or(i64::MAX))
         .bind(1.0 - f64::from(nearest.min))
         .fetch_all(pool)

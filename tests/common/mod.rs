@@ -197,4 +197,17 @@ pub async fn assert_projection_matches_canonical(pool: &PgPool) {
     .await
     .expect("comparing the projection");
     assert!(diff.is_empty(), "searchable_revisions diverges from canonical rows: {diff:?}");
+    // A row has an audience class exactly when its evidence is known, and the class's members are
+    // its audience (what makes the class-driven eligible set equal to the array-driven one).
+    let misclassed: Vec<uuid::Uuid> = sqlx::query_scalar(
+        "SELECT p.revision_id FROM searchable_revisions p
+           LEFT JOIN audience_classes c ON c.id = p.audience_class_id
+          WHERE (p.audience_class_id IS NOT NULL) <> p.evidence_known
+             OR (p.audience_class_id IS NOT NULL
+                 AND (c.id IS NULL OR c.members <> p.audience OR c.runtime_agent_id <> p.runtime_agent_id))",
+    )
+    .fetch_all(pool)
+    .await
+    .expect("checking audience classes");
+    assert!(misclassed.is_empty(), "rows with a wrong audience class: {misclassed:?}");
 }
