@@ -324,6 +324,7 @@ async fn after_an_amend_only_the_current_revisions_embedding_is_used() {
         .unwrap();
     let mesh_memory::store::WriteOutcome::Committed(amend) = amended else { panic!("amend committed") };
     assert_eq!(w.drain().await.unwrap().embedded, 1);
+    common::assert_projection_matches_canonical(&db.pool).await;
 
     // The old revision's embedding stays as history...
     assert_eq!(mesh_memory::semantic::embedding_count(&db.pool, s.tabs.1).await.unwrap(), 1);
@@ -342,6 +343,40 @@ async fn after_an_amend_only_the_current_revisions_embedding_is_used() {
     let current = outcome.selections.iter().find(|x| x.revision_id == amend.revision_id).unwrap();
     assert!(current.components.semantic.is_some(), "semantic rank is shown in the components");
     assert!(outcome.degradation_categories.is_empty(), "{:?}", outcome.degradation_categories);
+}
+
+#[tokio::test]
+async fn the_shortlist_over_the_read_eligible_set_finds_what_the_exact_search_finds() {
+    let db = test_db().await;
+    let s = scene(&db).await;
+    let embedder = HashEmbedder::new("hash-64", 64);
+    worker(&db, embedder.clone()).drain().await.unwrap();
+    common::assert_projection_matches_canonical(&db.pool).await;
+    let index = PgVectorIndex::new(embedder.clone()).with_min_similarity(-1.0);
+    let ctx = channel_context(&db, &s).await;
+    let eligible: Vec<RevisionId> =
+        sqlx::query_scalar(concat!("SELECT p.revision_id FROM ", mesh_memory::eligible_class_rows!(), " AS p"))
+            .bind(ctx.agent)
+            .bind(ctx.conversation)
+            .bind(ctx.audience_uuids())
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert!(!eligible.is_empty());
+    for query in ["prefers tabs over spaces", "kids school", "deploy on friday"] {
+        let exact = semantic_hits(&db, &index, &ctx, query, 10).await.unwrap();
+        let request =
+            SemanticRequest { pool: &db.pool, eligibility: &ctx, query, limit: 10, eligible: Some(&eligible) };
+        let shortlisted = index.search(request).await.unwrap();
+        let ids = |hits: &[SemanticHit]| hits.iter().map(|h| h.revision_id).collect::<Vec<_>>();
+        assert_eq!(ids(&shortlisted), ids(&exact), "{query:?}: a set smaller than the shortlist is searched exactly");
+        assert!(ids(&shortlisted).iter().all(|r| eligible.contains(r)));
+    }
+    // A set larger than the index's cap is oversized without another count.
+    let capped = PgVectorIndex::new(embedder).with_eligible_cap(eligible.len() - 1);
+    let request =
+        SemanticRequest { pool: &db.pool, eligibility: &ctx, query: "tabs", limit: 10, eligible: Some(&eligible) };
+    assert_eq!(capped.search(request).await, Err(SemanticFailure::Oversized));
 }
 
 #[tokio::test]
@@ -531,6 +566,7 @@ async fn a_rebuild_degrades_to_index_rebuilding_then_switches_atomically() {
     let state_of = |id: i64| generations.iter().find(|g| g.id == id).unwrap().state;
     assert_eq!(state_of(building.id), GenerationState::Active);
     assert_eq!(state_of(old_generation.id), GenerationState::Retired);
+    common::assert_projection_matches_canonical(&db.pool).await;
     let old_rows: i64 = sqlx::query_scalar("SELECT count(*) FROM revision_embeddings WHERE generation_id = $1")
         .bind(old_generation.id)
         .fetch_one(&db.pool)

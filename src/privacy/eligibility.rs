@@ -80,7 +80,8 @@ macro_rules! eligible_searchable_rows {
 }
 
 /// The same eligible rows as [`eligible_searchable_rows!`](crate::eligible_searchable_rows), with
-/// the ranking features only (no `body_tsv`), driven by audience classes (migration
+/// the ranking features and the quantized embedding (`embedding_bits`, migration
+/// `20261202008200`) but no `body_tsv`, driven by audience classes (migration
 /// `20261202008000_audience_classes.sql`): the classes whose members cover `$3` are found in a
 /// small table, and their rows are read by an index-only scan of the covering class index. Same
 /// parameters (`$1` agent, `$2` conversation, `$3` audience), aliased by the caller.
@@ -95,7 +96,7 @@ macro_rules! eligible_class_rows {
     () => {
         concat!(
             "(SELECT elig_p.revision_id, elig_p.entry_id, elig_p.subject_actor_id,
-                 elig_p.origin_conversation_id, elig_p.always_on, elig_p.created_at
+                 elig_p.origin_conversation_id, elig_p.always_on, elig_p.created_at, elig_p.embedding_bits
             FROM audience_classes elig_c
             JOIN searchable_revisions elig_p ON elig_p.audience_class_id = elig_c.id
            WHERE elig_c.runtime_agent_id = $1 AND $3::uuid[] IS NOT NULL AND elig_c.members @> $3::uuid[]
@@ -103,7 +104,7 @@ macro_rules! eligible_class_rows {
           UNION ALL ",
             $crate::eligible_by_grant!(
                 "elig_p.revision_id, elig_p.entry_id, elig_p.subject_actor_id,
-                 elig_p.origin_conversation_id, elig_p.always_on, elig_p.created_at"
+                 elig_p.origin_conversation_id, elig_p.always_on, elig_p.created_at, elig_p.embedding_bits"
             ),
             ")"
         )

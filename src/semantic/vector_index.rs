@@ -22,7 +22,7 @@ use super::SemanticError;
 use crate::ids::{AgentId, EntryId, RevisionId};
 use crate::privacy::EligibilityContext;
 use crate::retrieval::{SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest};
-use crate::{eligible_revision_sql, eligible_searchable_rows};
+use crate::{eligible_class_rows, eligible_revision_sql, eligible_searchable_rows};
 use uuid::Uuid;
 
 /// The spec's cap: above this many eligible revisions semantic search is skipped
@@ -180,7 +180,7 @@ impl PgVectorIndex {
         let nearest =
             Nearest { generation: &generation, vector: &vector, limit: request.limit, min: self.min_similarity };
         let hits = match request.eligible {
-            Some(eligible) => nearest_among(request.pool, eligible, nearest).await,
+            Some(_) => nearest_by_shortlist(request.pool, request.eligibility, nearest).await,
             None => nearest_eligible(request.pool, request.eligibility, nearest).await,
         }
         .map_err(|_| SemanticFailure::Failed)?;
@@ -253,12 +253,13 @@ async fn nearest_eligible(
 ) -> Result<Vec<SemanticHit>, sqlx::Error> {
     let (id, dim) = (nearest.generation.id, nearest.generation.dimension);
     let sql = format!(
-        "SELECT p.revision_id,
-                (1 - (x.embedding::vector({dim}) <=> $4::text::vector({dim})))::float4 AS similarity
-           FROM {eligible} AS p
-           JOIN revision_embeddings x ON x.generation_id = {id} AND x.revision_id = p.revision_id
-          WHERE (x.embedding::vector({dim}) <=> $4::text::vector({dim})) <= $6
-          ORDER BY x.embedding::vector({dim}) <=> $4::text::vector({dim}), p.revision_id
+        "SELECT d.revision_id, (1 - d.distance)::float4 AS similarity
+           FROM (SELECT p.revision_id, x.embedding <=> (SELECT $4::text::vector({dim})) AS distance
+                   FROM {eligible} AS p
+                   JOIN revision_embeddings x ON x.generation_id = {id} AND x.revision_id = p.revision_id
+                 OFFSET 0) AS d
+          WHERE d.distance <= $6
+          ORDER BY d.distance, d.revision_id
           LIMIT $5",
         eligible = eligible_searchable_rows!()
     );
@@ -274,32 +275,51 @@ async fn nearest_eligible(
     Ok(rows.into_iter().map(|(revision_id, similarity)| SemanticHit { revision_id, similarity }).collect())
 }
 
-/// The nearest of `eligible` (the eligible set retrieval read in this search) in `generation`,
-/// at least `min` similar: the same exact search as [`nearest_eligible`], over ids instead of the
-/// predicate, so the eligible set is not computed twice. Each distance is computed once (the
-/// `OFFSET 0` keeps the planner from inlining it into both the filter and the sort key), and the
-/// stored vectors are compared as they are (a generation holds one dimension). An id without an
-/// embedding in this generation (not indexed yet) is simply not a hit.
-async fn nearest_among(
+/// How many eligible revisions, closest by Hamming distance of their quantized embeddings, are
+/// re-ranked by exact cosine per wanted hit. With fewer eligible revisions than the shortlist the
+/// search is exact.
+pub const SHORTLIST_PER_HIT: usize = 4;
+
+/// The shortlist is never smaller than this, so small limits still re-rank a useful pool.
+pub const MIN_SHORTLIST: usize = 400;
+
+/// The nearest eligible current revisions in `generation`, at least `min` similar, for an eligible
+/// set small enough that retrieval read it ([`SemanticRequest::eligible`]): one statement that
+/// ranks the eligible rows by the Hamming distance of their quantized embeddings (carried in the
+/// audience-class index, so an index-only scan reads them), keeps a shortlist, and re-ranks it by
+/// exact cosine against `revision_embeddings`. Eligibility is evaluated in the same statement
+/// ([`crate::eligible_class_rows!`]). Query-side expressions sit in scalar subqueries so that a
+/// cached generic plan evaluates them once, not once per row.
+async fn nearest_by_shortlist(
     pool: &PgPool,
-    eligible: &[RevisionId],
+    ctx: &EligibilityContext,
     nearest: Nearest<'_>,
 ) -> Result<Vec<SemanticHit>, sqlx::Error> {
     let (id, dim) = (nearest.generation.id, nearest.generation.dimension);
-    let ids: Vec<Uuid> = eligible.iter().map(|r| r.0).collect();
+    let shortlist = nearest.limit.saturating_mul(SHORTLIST_PER_HIT).max(MIN_SHORTLIST);
     let sql = format!(
         "SELECT d.revision_id, (1 - d.distance)::float4 AS similarity
-           FROM (SELECT x.revision_id, x.embedding <=> $1::text::vector({dim}) AS distance
-                   FROM revision_embeddings x
-                  WHERE x.generation_id = {id} AND x.revision_id = ANY($2::uuid[])
+           FROM (SELECT x.revision_id, x.embedding <=> (SELECT $4::text::vector({dim})) AS distance
+                   FROM (SELECT p.revision_id
+                           FROM {eligible} AS p
+                          WHERE p.embedding_bits IS NOT NULL
+                          ORDER BY p.embedding_bits::bit({dim})
+                                   <~> (SELECT binary_quantize($4::text::vector({dim}))::bit({dim})),
+                                   p.revision_id
+                          LIMIT $5) AS shortlist
+                   JOIN revision_embeddings x ON x.generation_id = {id} AND x.revision_id = shortlist.revision_id
                  OFFSET 0) AS d
-          WHERE d.distance <= $4
+          WHERE d.distance <= $7
           ORDER BY d.distance, d.revision_id
-          LIMIT $3"
+          LIMIT $6",
+        eligible = eligible_class_rows!()
     );
     let rows: Vec<(RevisionId, f32)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(ctx.agent)
+        .bind(ctx.conversation)
+        .bind(ctx.audience_uuids())
         .bind(vector_literal(nearest.vector))
-        .bind(ids)
+        .bind(i64::try_from(shortlist).unwrap_or(i64::MAX))
         .bind(i64::try_from(nearest.limit).unwrap_or(i64::MAX))
         .bind(1.0 - f64::from(nearest.min))
         .fetch_all(pool)

@@ -210,4 +210,20 @@ pub async fn assert_projection_matches_canonical(pool: &PgPool) {
     .await
     .expect("checking audience classes");
     assert!(misclassed.is_empty(), "rows with a wrong audience class: {misclassed:?}");
+    // Each row carries the quantized embedding of its revision in the active generation, or NULL
+    // when there is none (migration 20261202008200; only where pgvector is installed).
+    let pgvector: bool = sqlx::query_scalar("SELECT to_regproc('memory_embedding_bits') IS NOT NULL")
+        .fetch_one(pool)
+        .await
+        .expect("checking for pgvector");
+    if pgvector {
+        let stale: Vec<uuid::Uuid> = sqlx::query_scalar(
+            "SELECT p.revision_id FROM searchable_revisions p
+              WHERE p.embedding_bits IS DISTINCT FROM memory_embedding_bits(p.revision_id)",
+        )
+        .fetch_all(pool)
+        .await
+        .expect("checking embedding bits");
+        assert!(stale.is_empty(), "rows whose embedding bits are not the active generation's: {stale:?}");
+    }
 }
