@@ -222,35 +222,38 @@ pub(crate) async fn always_on(
     .await
 }
 
-/// Whether the query has any searchable full-text term (not only stop words or punctuation).
-pub(crate) async fn has_lexical_terms(pool: &PgPool, query: &str) -> Result<bool, sqlx::Error> {
-    let (has,): (bool,) =
-        sqlx::query_as("SELECT memory_lexical_query($1) IS NOT NULL").bind(query).fetch_one(pool).await?;
-    Ok(has)
+/// The query's full-text form (`memory_lexical_query`: its lexemes OR-ed, as `tsquery` text), or
+/// `None` when it has no searchable term (only stop words or punctuation). Computed once per
+/// search and passed to the full-text statements, which read it with `(SELECT $4::tsquery)`: a
+/// scalar subquery is evaluated once per statement, where a function of a parameter in a cached
+/// generic plan would be evaluated again for every row it filters or ranks.
+pub(crate) async fn lexical_query(pool: &PgPool, query: &str) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar("SELECT memory_lexical_query($1)::text").bind(query).fetch_one(pool).await
 }
 
-/// Full-text matches over the agent's whole archive, best `ts_rank_cd` first. Terms are OR-ed
-/// (`memory_lexical_query`), so rows matching more of them rank higher. The planner intersects
+/// Full-text matches over the agent's whole archive, best `ts_rank_cd` first, for `tsquery` from
+/// [`lexical_query`]. Terms are OR-ed (`memory_lexical_query`), so rows matching more of them rank
+/// higher. The planner intersects
 /// the match with the audience inside one GIN index (`searchable_revisions_text_audience`), so
 /// only eligible matches are ranked.
 pub(crate) async fn lexical(
     pool: &PgPool,
     ctx: &EligibilityContext,
-    query: &str,
+    tsquery: &str,
     limit: u32,
 ) -> Result<Vec<CandidateRow>, sqlx::Error> {
     sqlx::query_as(concat!(
         "SELECT ",
         candidate_columns!(),
         from_eligible!(),
-        " WHERE p.body_tsv @@ memory_lexical_query($4)
-          ORDER BY ts_rank_cd(p.body_tsv, memory_lexical_query($4)) DESC, p.created_at DESC, p.revision_id
+        " WHERE p.body_tsv @@ (SELECT $4::tsquery)
+          ORDER BY ts_rank_cd(p.body_tsv, (SELECT $4::tsquery)) DESC, p.created_at DESC, p.revision_id
           LIMIT $5"
     ))
     .bind(ctx.agent)
     .bind(ctx.conversation)
     .bind(ctx.audience_uuids())
-    .bind(query)
+    .bind(tsquery)
     .bind(i64::from(limit))
     .fetch_all(pool)
     .await
@@ -265,7 +268,7 @@ pub(crate) async fn lexical(
 pub(crate) async fn withheld_lexical(
     pool: &PgPool,
     ctx: &EligibilityContext,
-    query: &str,
+    tsquery: &str,
     limit: u32,
 ) -> Result<BTreeMap<String, i64>, sqlx::Error> {
     let rows: Vec<(String, i64)> = sqlx::query_as(concat!(
@@ -280,7 +283,7 @@ pub(crate) async fn withheld_lexical(
                  END AS rule, count(*)
            FROM ((SELECT w.revision_id, w.restriction, w.restricted_conversation_id, w.evidence_known
                     FROM searchable_revisions w
-                   WHERE w.runtime_agent_id = $1 AND NOT w.evidence_known AND w.body_tsv @@ memory_lexical_query($4)
+                   WHERE w.runtime_agent_id = $1 AND NOT w.evidence_known AND w.body_tsv @@ (SELECT $4::tsquery)
                      AND w.revision_id NOT IN (SELECT g.revision_id FROM ",
         covering_grants!(),
         " g)
@@ -288,7 +291,7 @@ pub(crate) async fn withheld_lexical(
                  UNION
                  (SELECT w.revision_id, w.restriction, w.restricted_conversation_id, w.evidence_known
                     FROM searchable_revisions w
-                   WHERE w.runtime_agent_id = $1 AND w.body_tsv @@ memory_lexical_query($4)
+                   WHERE w.runtime_agent_id = $1 AND w.body_tsv @@ (SELECT $4::tsquery)
                      AND ($3::uuid[] IS NULL
                           OR NOT ((w.restriction = 'none' OR w.restricted_conversation_id = $2)
                                   AND w.evidence_known AND w.audience @> $3::uuid[]))
@@ -301,7 +304,7 @@ pub(crate) async fn withheld_lexical(
     .bind(ctx.agent)
     .bind(ctx.conversation)
     .bind(ctx.audience_uuids())
-    .bind(query)
+    .bind(tsquery)
     .bind(i64::from(limit))
     .fetch_all(pool)
     .await?;

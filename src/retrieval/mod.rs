@@ -398,14 +398,16 @@ impl Retriever {
     async fn full_text(&self, ctx: &EligibilityContext, query: &str) -> Result<FullText, RetrievalError> {
         let pool = self.store.pool();
         let limit = self.config.per_source_limit;
-        let has_terms =
-            self.config.lexical_enabled && !query.is_empty() && candidates::has_lexical_terms(pool, query).await?;
-        if !has_terms {
+        let tsquery = match self.config.lexical_enabled && !query.is_empty() {
+            true => candidates::lexical_query(pool, query).await?,
+            false => None,
+        };
+        let Some(tsquery) = tsquery else {
             return Ok(FullText { has_terms: false, lexical: None, withheld: BTreeMap::new() });
-        }
+        };
         let (lexical, withheld) = tokio::try_join!(
-            candidates::lexical(pool, ctx, query, limit),
-            candidates::withheld_lexical(pool, ctx, query, limit)
+            candidates::lexical(pool, ctx, &tsquery, limit),
+            candidates::withheld_lexical(pool, ctx, &tsquery, limit)
         )?;
         Ok(FullText { has_terms: true, lexical: Some(lexical), withheld })
     }
