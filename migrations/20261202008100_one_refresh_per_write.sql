@@ -14,13 +14,18 @@
 -- - the projection is refreshed for an entry only when its current revision exists (entry
 --   triggers) or when the changed summary is the current revision's (summary triggers);
 -- - an empty transition table does nothing.
+-- And none of them plans its statements again on every call: the summary refresh becomes PL/pgSQL
+-- with the same statement, and all of them use cached generic plans (0.55 -> 0.13 ms for one
+-- revision's summary; see memory_refresh_searchable in migration 20261202008000 for why).
 -- tests/common::assert_projection_matches_canonical and the eligibility property test check the
 -- derived rows against canonical rows after every kind of write.
 
 CREATE OR REPLACE FUNCTION memory_refresh_audience_summary(p_revisions uuid[])
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
 AS $$
+BEGIN
     WITH revs AS (
         SELECT DISTINCT r.id FROM unnest(p_revisions) AS u(id) JOIN memory_entry_revisions r ON r.id = u.id
     ), src AS (
@@ -47,10 +52,13 @@ AS $$
        SET source_count = EXCLUDED.source_count, evidence_known = EXCLUDED.evidence_known,
            audience = EXCLUDED.audience
      WHERE (old.source_count, old.evidence_known, old.audience)
-           IS DISTINCT FROM (EXCLUDED.source_count, EXCLUDED.evidence_known, EXCLUDED.audience)
+           IS DISTINCT FROM (EXCLUDED.source_count, EXCLUDED.evidence_known, EXCLUDED.audience);
+END;
 $$;
 
-CREATE OR REPLACE FUNCTION memory_summary_after_sources() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION memory_summary_after_sources() RETURNS trigger LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
     changed uuid[] := ARRAY(SELECT DISTINCT revision_id FROM changed_sources);
 BEGIN
@@ -61,7 +69,9 @@ BEGIN
 END;
 $$;
 
-CREATE OR REPLACE FUNCTION memory_summary_after_audience() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION memory_summary_after_audience() RETURNS trigger LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
     changed uuid[] := ARRAY(
         SELECT DISTINCT s.revision_id FROM changed_audience c JOIN revision_sources s ON s.id = c.source_id);
@@ -76,7 +86,9 @@ $$;
 -- An entry whose current revision does not exist yet (the entry row is written first) has
 -- nothing to project; the summary trigger projects it once its sources arrive, and the statement
 -- that inserts the revision cannot make it current without touching the entry again.
-CREATE OR REPLACE FUNCTION memory_searchable_after_entries() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION memory_searchable_after_entries() RETURNS trigger LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
     changed uuid[] := ARRAY(
         SELECT c.id FROM changed_entries c
@@ -92,7 +104,9 @@ $$;
 
 -- Only a current revision's summary is projected; a new revision's summary changes while its
 -- entry still points at the previous one, and the entry update that follows refreshes it.
-CREATE OR REPLACE FUNCTION memory_searchable_after_summary() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION memory_searchable_after_summary() RETURNS trigger LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
     changed uuid[] := ARRAY(
         SELECT e.id FROM changed_summary c

@@ -49,7 +49,9 @@ BEGIN
 
     -- A projection row is born with its bits (memory_refresh_searchable stays pgvector-agnostic).
     EXECUTE $f$
-        CREATE FUNCTION memory_searchable_fill_bits() RETURNS trigger LANGUAGE plpgsql AS $$
+        CREATE FUNCTION memory_searchable_fill_bits() RETURNS trigger LANGUAGE plpgsql
+        SET plan_cache_mode = force_generic_plan
+        AS $$
         BEGIN
             NEW.embedding_bits := memory_embedding_bits(NEW.revision_id);
             RETURN NEW;
@@ -62,7 +64,9 @@ BEGIN
 
     -- The indexing worker writes an embedding after the projection row exists.
     EXECUTE $f$
-        CREATE FUNCTION memory_searchable_after_embeddings() RETURNS trigger LANGUAGE plpgsql AS $$
+        CREATE FUNCTION memory_searchable_after_embeddings() RETURNS trigger LANGUAGE plpgsql
+        SET plan_cache_mode = force_generic_plan
+        AS $$
         BEGIN
             UPDATE searchable_revisions p
                SET embedding_bits = binary_quantize(c.embedding)::varbit

@@ -151,7 +151,7 @@ async fn semantic_hits(
     query: &str,
     limit: usize,
 ) -> Result<Vec<SemanticHit>, SemanticFailure> {
-    index.search(SemanticRequest { pool: &db.pool, eligibility: ctx, query, limit, eligible: None }).await
+    index.search(SemanticRequest { pool: &db.pool, eligibility: ctx, query, limit, eligible_count: None }).await
 }
 
 async fn channel_context(db: &TestDb, scene: &Scene) -> EligibilityContext {
@@ -365,8 +365,13 @@ async fn the_shortlist_over_the_read_eligible_set_finds_what_the_exact_search_fi
     assert!(!eligible.is_empty());
     for query in ["prefers tabs over spaces", "kids school", "deploy on friday"] {
         let exact = semantic_hits(&db, &index, &ctx, query, 10).await.unwrap();
-        let request =
-            SemanticRequest { pool: &db.pool, eligibility: &ctx, query, limit: 10, eligible: Some(&eligible) };
+        let request = SemanticRequest {
+            pool: &db.pool,
+            eligibility: &ctx,
+            query,
+            limit: 10,
+            eligible_count: Some(eligible.len()),
+        };
         let shortlisted = index.search(request).await.unwrap();
         let ids = |hits: &[SemanticHit]| hits.iter().map(|h| h.revision_id).collect::<Vec<_>>();
         assert_eq!(ids(&shortlisted), ids(&exact), "{query:?}: a set smaller than the shortlist is searched exactly");
@@ -374,8 +379,13 @@ async fn the_shortlist_over_the_read_eligible_set_finds_what_the_exact_search_fi
     }
     // A set larger than the index's cap is oversized without another count.
     let capped = PgVectorIndex::new(embedder).with_eligible_cap(eligible.len() - 1);
-    let request =
-        SemanticRequest { pool: &db.pool, eligibility: &ctx, query: "tabs", limit: 10, eligible: Some(&eligible) };
+    let request = SemanticRequest {
+        pool: &db.pool,
+        eligibility: &ctx,
+        query: "tabs",
+        limit: 10,
+        eligible_count: Some(eligible.len()),
+    };
     assert_eq!(capped.search(request).await, Err(SemanticFailure::Oversized));
 }
 

@@ -90,8 +90,6 @@ pub struct SyntheticWorkspace {
     pub revisions: usize,
     /// Entries loaded.
     pub entries: usize,
-    /// Revision ids that are current revisions of live entries (for embedding loads).
-    pub current_revisions: Vec<Uuid>,
 }
 
 /// Words in the synthetic vocabulary (bodies and queries draw from it).
@@ -308,7 +306,6 @@ pub async fn build(
     let mut audience = CopyBuffer::new();
     let mut loaded_revisions = 0;
     let mut entry_count = 0;
-    let mut current_revisions = Vec::new();
     let agent_text = agent.to_string();
     while loaded_revisions < spec.revisions {
         let conversation = &conversations[rng.range(0, conversations.len())];
@@ -329,9 +326,6 @@ pub async fn build(
             &created_text,
             if forgotten { &created_text } else { NULL },
         ]);
-        if !forgotten {
-            current_revisions.push(current);
-        }
         let subject = if rng.unit() < 0.8 { speaker.to_string() } else { NULL.to_string() };
         for (n, revision) in revision_ids.iter().enumerate() {
             let body = sentence(&mut rng, &words, 8, 16);
@@ -401,7 +395,6 @@ pub async fn build(
         vocabulary: words,
         revisions: loaded_revisions,
         entries: entry_count,
-        current_revisions,
     })
 }
 
@@ -446,18 +439,11 @@ pub async fn load(pool: &PgPool) -> Result<SyntheticWorkspace, sqlx::Error> {
     .bind(agent)
     .fetch_one(pool)
     .await?;
-    let current_revisions: Vec<Uuid> = sqlx::query_scalar(
-        "SELECT current_revision_id FROM memory_entries WHERE runtime_agent_id = $1 AND state = 'live'",
-    )
-    .bind(agent)
-    .fetch_all(pool)
-    .await?;
     Ok(SyntheticWorkspace {
         agent,
         conversations,
         vocabulary: vocabulary(VOCABULARY_SIZE),
         revisions: revisions as usize,
         entries: entries as usize,
-        current_revisions,
     })
 }

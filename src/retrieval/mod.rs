@@ -479,13 +479,12 @@ impl Retriever {
         eligible: Option<&[CandidateRow]>,
     ) -> Result<Result<Vec<CandidateRow>, DegradationCategory>, RetrievalError> {
         let limit = self.config.per_source_limit as usize;
-        let eligible_ids: Option<Vec<RevisionId>> = eligible.map(|rows| rows.iter().map(|r| r.revision_id).collect());
         let request = semantic::SemanticRequest {
             pool: self.store.pool(),
             eligibility: ctx,
             query,
             limit,
-            eligible: eligible_ids.as_deref(),
+            eligible_count: eligible.map(<[CandidateRow]>::len),
         };
         let hits = match tokio::time::timeout(self.config.semantic_deadline, self.semantic.search(request)).await {
             Err(_) => return Ok(Err(DegradationCategory::SemanticTimeout)),

@@ -3,9 +3,9 @@
 //! conversation and always-on sources.
 //!
 //! Contract for implementations (pgvector, Qdrant): the request carries the
-//! [`EligibilityContext`] and, when retrieval has already read it in this search, the eligible set
-//! itself. An SQL-backed index must search only eligible rows: those ids, or the eligible rows
-//! ([`crate::eligible_searchable_rows!`]) in the same statement as its similarity search. Whatever
+//! [`EligibilityContext`] and, when retrieval has already read the eligible set in this search, its
+//! size. An SQL-backed index must search only the eligible rows ([`crate::eligible_searchable_rows!`]
+//! or [`crate::eligible_class_rows!`]) in the same statement as its similarity search. Whatever
 //! an implementation returns, retrieval keeps a hit only if the eligible set admits it, re-checks
 //! the canonical rules when it hydrates the text, and keeps at most the requested number of
 //! distinct hits even if a provider ignores the limit.
@@ -39,11 +39,11 @@ pub struct SemanticRequest<'a> {
     pub query: &'a str,
     /// At most this many hits are wanted.
     pub limit: usize,
-    /// The eligible current revisions of this destination, read by retrieval's eligibility
-    /// statement in this search (at most its eligible-set limit); `None` when the set is larger
-    /// or the caller has not read it. An index may search exactly these instead of evaluating
-    /// the predicate again; its size decides `Oversized` without another count.
-    pub eligible: Option<&'a [RevisionId]>,
+    /// How many current revisions are eligible, when retrieval read the eligible set in this
+    /// search (at most its eligible-set limit); `None` when the set is larger or the caller has not
+    /// read it. It decides `Oversized` without another count, and tells an index that the set is
+    /// small enough to scan whole.
+    pub eligible_count: Option<usize>,
 }
 
 /// Why semantic search produced nothing; each maps to an audit degradation category.

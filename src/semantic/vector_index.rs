@@ -179,7 +179,7 @@ impl PgVectorIndex {
         let vector = vector.into_iter().next().ok_or(SemanticFailure::Failed)?;
         let nearest =
             Nearest { generation: &generation, vector: &vector, limit: request.limit, min: self.min_similarity };
-        let hits = match request.eligible {
+        let hits = match request.eligible_count {
             Some(_) => nearest_by_shortlist(request.pool, request.eligibility, nearest).await,
             None => nearest_eligible(request.pool, request.eligibility, nearest).await,
         }
@@ -206,8 +206,8 @@ fn query_failure(err: &EmbedError) -> SemanticFailure {
 /// Whether the request's eligible set is larger than `cap`: its size when retrieval passed it,
 /// otherwise a count ([`eligible_set_exceeds`]).
 pub async fn exceeds_cap(request: &SemanticRequest<'_>, cap: usize) -> Result<bool, SemanticFailure> {
-    match request.eligible {
-        Some(eligible) => Ok(eligible.len() > cap),
+    match request.eligible_count {
+        Some(count) => Ok(count > cap),
         None => eligible_set_exceeds(request.pool, request.eligibility, cap).await.map_err(|_| SemanticFailure::Failed),
     }
 }
