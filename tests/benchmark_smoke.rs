@@ -71,6 +71,7 @@ async fn the_10k_speed_bench_runs_and_finds_things() {
     assert_eq!(report.lexical.samples, 50);
     assert!(report.lexical_selections_per_query > 0.0, "searches return memories");
     assert!(report.remembers_per_second > 0.0 && report.amends_per_second > 0.0);
+    assert!(report.remembers_per_second_one_per_transaction > 0.0);
     assert_eq!(report.hybrid.as_ref().map(|h| h.samples), Some(50), "hybrid recall was measured");
 
     // `--reuse` measures the kept store again without loading it: same workspace, same queries.

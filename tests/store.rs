@@ -375,3 +375,102 @@ async fn unknown_references_are_typed_errors_that_commit_nothing() {
     assert!(matches!(err, StoreError::UnknownReference { kind: "runtime agent", .. }), "{err}");
     assert_eq!(before, row_counts(&db.pool).await);
 }
+
+/// Concurrent remembers are group-committed: several share one transaction (one `xmin`), and
+/// each caller still gets the entry it asked for, with its own lineage and evidence, even when
+/// the batch mixes runtime agents.
+#[tokio::test]
+async fn concurrent_remembers_share_a_transaction_and_each_gets_its_own_write() {
+    let db = test_db().await;
+    let mut a = World::new(&db.store, "agent-a").await;
+    let mut b = World::new(&db.store, "agent-b").await;
+    let (pa, pb) = (a.person("Priya", "U1").await, b.person("Bo", "U2").await);
+    let conv_a = a.conversation("CA", Topology::Direct, &[&pa]).await;
+    let conv_b = b.conversation("CB", Topology::Channel, &[&pb]).await;
+    let message_a = a.say(conv_a, &pa, "source a").await;
+    let message_b = b.say(conv_b, &pb, "source b").await;
+
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..24 {
+        let (world, person, conv, message) =
+            if i % 2 == 0 { (&a, &pa, conv_a, message_a) } else { (&b, &pb, conv_b, message_b) };
+        let memory = world.memory(&format!("fact number {i}"), Some(person.actor), person.actor, conv, message);
+        let store = db.store.clone();
+        tasks.spawn(async move { (i, memory.agent, store.create_entry(memory).await) });
+    }
+    let mut written = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        let (i, agent, result) = joined.unwrap();
+        let write = result.unwrap_or_else(|e| panic!("create {i} failed: {e}"));
+        assert_eq!(write.operation, WriteOperation::Create);
+        let history = db.store.entry_history(agent, write.entry_id).await.unwrap().expect("the entry exists");
+        let revision = &history.revisions[0];
+        assert_eq!(revision.body, format!("fact number {i}"), "each caller gets the entry it asked for");
+        assert_eq!(revision.id, write.revision_id);
+        let expected_reader = if i % 2 == 0 { pa.actor } else { pb.actor };
+        match &revision.sources[0].evidence {
+            EvidenceView::Known { actors, .. } => assert_eq!(actors, &vec![expected_reader]),
+            other => panic!("create {i}: expected known evidence, got {other:?}"),
+        }
+        written.push(write.entry_id.0);
+    }
+    let transactions: i64 =
+        sqlx::query_scalar("SELECT count(DISTINCT xmin::text) FROM memory_entries WHERE id = ANY($1)")
+            .bind(&written)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert!(transactions < 24, "24 concurrent remembers were written in {transactions} transactions");
+    common::assert_projection_matches_canonical(&db.pool).await;
+}
+
+/// A group commit that fails (here: two bad creates among good ones) is written again one create
+/// at a time, so each caller gets its own typed error or its own committed write.
+#[tokio::test]
+async fn one_bad_remember_in_a_batch_fails_alone() {
+    let db = test_db().await;
+    let mut w = World::new(&db.store, "agent").await;
+    let mut other = World::new(&db.store, "other").await;
+    let me = w.person("Me", "U1").await;
+    let them = other.person("Them", "U2").await;
+    let conv = w.conversation("C1", Topology::Channel, &[&me]).await;
+    let their_conv = other.conversation("C2", Topology::Channel, &[&them]).await;
+    let message = w.say(conv, &me, "hello").await;
+    let their_message = other.say(their_conv, &them, "secret").await;
+    let before = row_counts(&db.pool).await;
+
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..12 {
+        let mut memory = w.memory(&format!("fact {i}"), None, me.actor, conv, message);
+        match i {
+            3 => memory.sources.push(SourceRef::HistoryMessage(their_message)),
+            7 => memory.subject = Some(mesh_memory::ActorId::generate()),
+            _ => {}
+        }
+        let store = db.store.clone();
+        tasks.spawn(async move { (i, store.create_entry(memory).await) });
+    }
+    let mut committed = 0;
+    while let Some(joined) = tasks.join_next().await {
+        match joined.unwrap() {
+            (3, result) => assert!(
+                matches!(result, Err(StoreError::ForeignOrMissingSource { kind: "message", id }) if id == their_message.0),
+                "{result:?}"
+            ),
+            (7, result) => {
+                assert!(matches!(result, Err(StoreError::InvalidInput { field: "subject", .. })), "{result:?}")
+            }
+            (i, result) => {
+                let write = result.unwrap_or_else(|e| panic!("good create {i} failed: {e}"));
+                let history = db.store.entry_history(w.agent, write.entry_id).await.unwrap().unwrap();
+                assert_eq!(history.revisions[0].body, format!("fact {i}"));
+                committed += 1;
+            }
+        }
+    }
+    assert_eq!(committed, 10);
+    let after = row_counts(&db.pool).await;
+    assert_eq!(after[0], before[0] + 10, "exactly the ten good entries committed");
+    assert_eq!(after[2], before[2] + 10, "with one source each; nothing of the bad ones");
+    common::assert_projection_matches_canonical(&db.pool).await;
+}

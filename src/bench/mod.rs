@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::ids::ActorId;
 use crate::retrieval::{RetrievalMode, Retriever, SearchRequest};
-use crate::store::{Direction, NewMemory, NewMessage, Restriction, SourceRef, Store};
+use crate::store::{Direction, GroupCommit, NewMemory, NewMessage, Restriction, SourceRef, Store};
 use synthetic::{sentence, SplitMix, SyntheticWorkspace};
 
 /// Why a benchmark stopped.
@@ -268,8 +268,11 @@ pub struct SizeReport {
     pub hybrid: Option<Latency>,
     /// Seconds to embed (feature hashing) and COPY the vectors.
     pub vector_index_seconds: Option<f64>,
-    /// Remembers per second with the outbox.
+    /// Remembers per second with the outbox, group-committed as the store does by default.
     pub remembers_per_second: f64,
+    /// Remembers per second with every remember in its own transaction: the same run's baseline
+    /// for the group-commit figure.
+    pub remembers_per_second_one_per_transaction: f64,
     /// Amends per second with the outbox.
     pub amends_per_second: f64,
 }
@@ -347,7 +350,12 @@ async fn measure_size(
     } else {
         (None, None)
     };
-    progress(&format!("{size}: remember throughput"));
+    progress(&format!("{size}: remember throughput, one transaction per remember (baseline)"));
+    let one_per_transaction =
+        Store::with_group_commit(pool.clone(), GroupCommit { max_batch: 1, max_in_flight: options.writers });
+    let remembers_per_second_one_per_transaction =
+        measure_remember_throughput(&one_per_transaction, &workspace, options.writers, options.write_duration).await?;
+    progress(&format!("{size}: remember throughput, group commit"));
     let remembers_per_second =
         measure_remember_throughput(&store, &workspace, options.writers, options.write_duration).await?;
     progress(&format!("{size}: amend throughput"));
@@ -362,6 +370,7 @@ async fn measure_size(
         hybrid,
         vector_index_seconds,
         remembers_per_second,
+        remembers_per_second_one_per_transaction,
         amends_per_second,
     })
 }
@@ -419,13 +428,22 @@ async fn load_vectors(pool: &sqlx::PgPool) -> Result<(), BenchError> {
 /// The reports as a table, with growth ratios against the smallest size.
 pub fn render_table(reports: &[SizeReport]) -> String {
     let mut out = format!(
-        "{:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}\n",
-        "revisions", "load s", "lex p50", "lex p95", "lex p99", "hyb p95", "p95 x", "remember/s", "amend/s"
+        "{:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9}\n",
+        "revisions",
+        "load s",
+        "lex p50",
+        "lex p95",
+        "lex p99",
+        "hyb p95",
+        "p95 x",
+        "remember/s",
+        "1 tx each",
+        "amend/s"
     );
     let base = reports.first().map(|r| r.lexical.p95_ms).unwrap_or(1.0).max(1e-9);
     for r in reports {
         out.push_str(&format!(
-            "{:>9} {:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>9} {:>9.2} {:>10.0} {:>9.0}\n",
+            "{:>9} {:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>9} {:>9.2} {:>10.0} {:>10.0} {:>9.0}\n",
             r.revisions,
             r.load_seconds,
             r.lexical.p50_ms,
@@ -434,6 +452,7 @@ pub fn render_table(reports: &[SizeReport]) -> String {
             r.hybrid.as_ref().map_or("-".to_string(), |h| format!("{:.2}", h.p95_ms)),
             r.lexical.p95_ms / base,
             r.remembers_per_second,
+            r.remembers_per_second_one_per_transaction,
             r.amends_per_second
         ));
     }

@@ -53,6 +53,10 @@ pub enum StoreError {
         /// What would have been duplicated.
         what: String,
     },
+    /// The task writing a group-committed create stopped before reporting (the runtime is
+    /// shutting down). The create may or may not have committed: read it back before retrying.
+    #[error("the memory writer stopped before reporting whether the write committed; check before retrying")]
+    WriteAbandoned,
     /// PostgreSQL failed or refused; the transaction was rolled back.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),

@@ -28,39 +28,78 @@ pub enum SourceRef {
     RetrievedRevision(RevisionId),
 }
 
-/// Inserts one source row with its computed evidence.
-pub(crate) async fn insert_source(
-    tx: &mut Transaction<'_, Postgres>,
-    agent: AgentId,
-    revision: RevisionId,
-    source: SourceRef,
-) -> Result<(), StoreError> {
-    match source {
-        SourceRef::Message(m) => insert_message_source(tx, agent, revision, m, "message").await,
-        SourceRef::HistoryMessage(m) => insert_message_source(tx, agent, revision, m, "history_message").await,
-        SourceRef::RetrievedRevision(r) => insert_revision_source(tx, agent, revision, r, "retrieved_revision").await,
-    }
+/// One lineage source of a revision being written, with its id chosen by the caller so that
+/// sources keep the order in which they were named (ids are time-ordered) however they are
+/// batched into statements.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PlannedSource {
+    /// The source row's id.
+    pub id: SourceId,
+    /// The runtime agent writing; every referenced row must belong to it.
+    pub agent: AgentId,
+    /// The revision the source is recorded for.
+    pub revision: RevisionId,
+    /// What the source names.
+    pub source: SourceRef,
 }
 
-/// One statement: finds the message (of this agent only), inserts the source with its evidence
-/// and, when known, the audience: the members when the message was sent plus its inbound sender,
-/// without the agent's own actor. Nothing is inserted for a foreign or missing message.
-async fn insert_message_source(
+/// Inserts the sources with their computed evidence: every message source of every revision in
+/// one statement, then each retrieved-revision source. A foreign or missing reference rejects
+/// the call (and so the caller's transaction) with the first such reference.
+pub(crate) async fn insert_sources(
     tx: &mut Transaction<'_, Postgres>,
-    agent: AgentId,
-    revision: RevisionId,
-    message: MessageId,
-    kind: &str,
+    planned: &[PlannedSource],
 ) -> Result<(), StoreError> {
-    let inserted: i64 = sqlx::query_scalar(
-        "WITH msg AS (
-             SELECT m.id, m.conversation_id, m.sent_at, m.sender_actor_id, m.direction,
-                    c.topology <> 'unknown' AS known
-               FROM messages m JOIN conversations c ON c.id = m.conversation_id
-              WHERE m.id = $1 AND m.runtime_agent_id = $2
+    insert_message_sources(tx, planned).await?;
+    for p in planned {
+        if let SourceRef::RetrievedRevision(r) = p.source {
+            insert_revision_source_with_id(tx, p.id, p.agent, p.revision, r, "retrieved_revision").await?;
+        }
+    }
+    Ok(())
+}
+
+/// One statement for all message sources: finds each message (of the writing agent only),
+/// inserts the source with its evidence and, when known, the audience: the members when the
+/// message was sent plus its inbound sender, without the agent's own actor. Nothing is inserted
+/// for a foreign or missing message, and the first such message is reported.
+async fn insert_message_sources(
+    tx: &mut Transaction<'_, Postgres>,
+    planned: &[PlannedSource],
+) -> Result<(), StoreError> {
+    let mut ids = Vec::new();
+    let mut agents = Vec::new();
+    let mut revisions = Vec::new();
+    let mut messages = Vec::new();
+    let mut kinds = Vec::new();
+    for p in planned {
+        let (message, kind) = match p.source {
+            SourceRef::Message(m) => (m, "message"),
+            SourceRef::HistoryMessage(m) => (m, "history_message"),
+            SourceRef::RetrievedRevision(_) => continue,
+        };
+        ids.push(p.id.0);
+        agents.push(p.agent.0);
+        revisions.push(p.revision.0);
+        messages.push(message.0);
+        kinds.push(kind);
+    }
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let inserted: Vec<uuid::Uuid> = sqlx::query_scalar(
+        "WITH input AS (
+             SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[])
+                        AS i(source_id, agent_id, revision_id, message_id, kind)
+         ), msg AS (
+             SELECT i.source_id, i.agent_id, i.revision_id, i.kind, m.id, m.conversation_id, m.sent_at,
+                    m.sender_actor_id, m.direction, c.topology <> 'unknown' AS known
+               FROM input i
+               JOIN messages m ON m.id = i.message_id AND m.runtime_agent_id = i.agent_id
+               JOIN conversations c ON c.id = m.conversation_id
          ), source AS (
              INSERT INTO revision_sources (id, revision_id, runtime_agent_id, kind, message_id, evidence, evidence_basis)
-             SELECT $3, $4, $2, $5::revision_source_kind, msg.id,
+             SELECT msg.source_id, msg.revision_id, msg.agent_id, msg.kind::revision_source_kind, msg.id,
                     CASE WHEN msg.known THEN 'known' ELSE 'unknown' END::audience_evidence_state,
                     CASE WHEN msg.known THEN 'conversation members when the message was sent'
                          ELSE 'conversation topology is not proven' END
@@ -68,7 +107,7 @@ async fn insert_message_source(
              RETURNING id
          ), audience AS (
              INSERT INTO revision_source_audience (source_id, actor_id)
-             SELECT DISTINCT $3::uuid, readers.actor_id
+             SELECT DISTINCT msg.source_id, readers.actor_id
                FROM msg
                CROSS JOIN LATERAL (
                    SELECT cm.actor_id FROM conversation_memberships cm
@@ -77,27 +116,40 @@ async fn insert_message_source(
                    UNION
                    SELECT msg.sender_actor_id WHERE msg.direction = 'inbound'
                ) readers
-               JOIN runtime_agents ra ON ra.id = $2
+               JOIN runtime_agents ra ON ra.id = msg.agent_id
               WHERE msg.known AND readers.actor_id <> ra.actor_id
          )
-         SELECT count(*) FROM source",
+         SELECT id FROM source",
     )
-    .bind(message)
-    .bind(agent)
-    .bind(SourceId::generate())
-    .bind(revision)
-    .bind(kind)
-    .fetch_one(&mut **tx)
+    .bind(&ids)
+    .bind(&agents)
+    .bind(&revisions)
+    .bind(&messages)
+    .bind(&kinds)
+    .fetch_all(&mut **tx)
     .await?;
-    if inserted == 0 {
-        return Err(StoreError::ForeignOrMissingSource { kind: "message", id: message.0 });
+    if inserted.len() == ids.len() {
+        return Ok(());
     }
-    Ok(())
+    let inserted: std::collections::HashSet<uuid::Uuid> = inserted.into_iter().collect();
+    let missing = ids.iter().zip(&messages).find(|(id, _)| !inserted.contains(*id)).map(|(_, m)| *m);
+    Err(StoreError::ForeignOrMissingSource { kind: "message", id: missing.unwrap_or_default() })
 }
 
 /// Inserts a source naming another revision, with the intersection of its evidence.
 pub(crate) async fn insert_revision_source(
     tx: &mut Transaction<'_, Postgres>,
+    agent: AgentId,
+    revision: RevisionId,
+    parent: RevisionId,
+    kind: &str,
+) -> Result<(), StoreError> {
+    insert_revision_source_with_id(tx, SourceId::generate(), agent, revision, parent, kind).await
+}
+
+async fn insert_revision_source_with_id(
+    tx: &mut Transaction<'_, Postgres>,
+    source: SourceId,
     agent: AgentId,
     revision: RevisionId,
     parent: RevisionId,
@@ -117,7 +169,6 @@ pub(crate) async fn insert_revision_source(
         return Err(StoreError::ForeignOrMissingSource { kind: "revision", id: parent.0 });
     };
     let known = source_count > 0 && !any_unknown;
-    let source = SourceId::generate();
     let (evidence, basis) = if known {
         ("known", "intersection of the audiences of that revision's sources")
     } else {

@@ -3,11 +3,11 @@
 //! returns what committed.
 
 use serde::{Deserialize, Serialize};
-use sqlx::{Postgres, Transaction};
+use sqlx::{PgPool, Postgres, Transaction};
 
-use super::lineage::{copy_sources, insert_revision_source, insert_source, SourceRef};
+use super::lineage::{copy_sources, insert_revision_source, insert_sources, PlannedSource, SourceRef};
 use super::{Store, StoreError};
-use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RevisionId};
+use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RevisionId, SourceId};
 
 /// The longest memory body accepted, in characters. Memories are single facts, not documents;
 /// the limit keeps any one entry well inside the default 4096-token retrieval allowance.
@@ -174,10 +174,125 @@ fn validate_sources(sources: &[SourceRef], required: bool) -> Result<(), StoreEr
     Ok(())
 }
 
-/// Deduplicates while keeping order, so a source named twice is recorded once.
-fn distinct(sources: &[SourceRef]) -> Vec<SourceRef> {
+/// Deduplicates while keeping order, so a source named twice is recorded once, and gives each
+/// source its (time-ordered) id.
+fn plan_sources(agent: AgentId, revision: RevisionId, sources: &[SourceRef]) -> Vec<PlannedSource> {
     let mut seen = std::collections::HashSet::new();
-    sources.iter().copied().filter(|s| seen.insert(*s)).collect()
+    sources
+        .iter()
+        .copied()
+        .filter(|s| seen.insert(*s))
+        .map(|source| PlannedSource { id: SourceId::generate(), agent, revision, source })
+        .collect()
+}
+
+/// A create that passed validation, with every id chosen: what one caller asked to write, ready
+/// to be written alone or together with other callers' creates (see `group_commit`).
+#[derive(Debug)]
+pub(crate) struct PreparedCreate {
+    new: NewMemory,
+    entry: EntryId,
+    revision: RevisionId,
+    sources: Vec<PlannedSource>,
+}
+
+impl PreparedCreate {
+    /// Validates the input and chooses the ids; nothing is written.
+    pub(crate) fn prepare(new: NewMemory) -> Result<Self, StoreError> {
+        validate_body(&new.body)?;
+        validate_sources(&new.sources, true)?;
+        let entry = EntryId::generate();
+        let revision = RevisionId::generate();
+        let sources = plan_sources(new.agent, revision, &new.sources);
+        Ok(PreparedCreate { new, entry, revision, sources })
+    }
+
+    /// What this create's commit means to its caller.
+    pub(crate) fn committed(&self) -> CommittedWrite {
+        CommittedWrite {
+            operation: WriteOperation::Create,
+            entry_id: self.entry,
+            revision_id: self.revision,
+            revision_number: 1,
+            subject_changed: false,
+        }
+    }
+}
+
+/// Writes the creates in one transaction of set-based statements (entries, revisions with their
+/// outbox rows, then every source), so that concurrent remembers share one commit and the derived
+/// rows are refreshed once per statement for all of them. All commit or none does. For a single
+/// create, a reference that does not exist is reported as the typed error naming it; for several,
+/// the caller writes each alone to find out which one failed.
+pub(crate) async fn write_creates(pool: &PgPool, creates: &[&PreparedCreate]) -> Result<(), StoreError> {
+    // References are checked by the schema's foreign keys (no lookup round trips) and a violation
+    // is mapped to the typed error naming the reference; the transaction rolls back.
+    let reference_error = |e: sqlx::Error| match creates {
+        [one] => reference_error(e, &one.new),
+        _ => StoreError::Database(e),
+    };
+    let column = |f: &dyn Fn(&PreparedCreate) -> Option<uuid::Uuid>| creates.iter().map(|c| f(c)).collect::<Vec<_>>();
+    let entries = column(&|c| Some(c.entry.0));
+    let revisions = column(&|c| Some(c.revision.0));
+    let agents = column(&|c| Some(c.new.agent.0));
+    let restricted_to = column(&|c| match c.new.restriction {
+        Restriction::None => None,
+        Restriction::ConversationOnly(conversation) => Some(conversation.0),
+    });
+    let origins = column(&|c| c.new.origin_conversation.map(|o| o.0));
+    let subjects = column(&|c| c.new.subject.map(|a| a.0));
+    let source_actors = column(&|c| c.new.source_actor.map(|a| a.0));
+    let always_on: Vec<bool> = creates.iter().map(|c| c.new.always_on).collect();
+    let bodies: Vec<&str> = creates.iter().map(|c| c.new.body.as_str()).collect();
+    let restrictions: Vec<&str> = creates
+        .iter()
+        .map(|c| match c.new.restriction {
+            Restriction::None => "none",
+            Restriction::ConversationOnly(_) => "conversation_only",
+        })
+        .collect();
+    let mut tx = pool.begin().await?;
+    sqlx::query(
+        "INSERT INTO memory_entries (id, runtime_agent_id, always_on, restriction, restricted_conversation_id,
+                                     origin_conversation_id, current_revision_id)
+         SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::bool[], $4::text[]::memory_restriction[], $5::uuid[],
+                              $6::uuid[], $7::uuid[])",
+    )
+    .bind(&entries)
+    .bind(&agents)
+    .bind(&always_on)
+    .bind(&restrictions)
+    .bind(&restricted_to)
+    .bind(&origins)
+    .bind(&revisions)
+    .execute(&mut *tx)
+    .await
+    .map_err(reference_error)?;
+    sqlx::query(
+        "WITH revision AS (
+             INSERT INTO memory_entry_revisions (id, entry_id, runtime_agent_id, revision_number, operation, body,
+                                                 subject_actor_id, source_actor_id)
+             SELECT r.id, r.entry_id, r.agent_id, 1, 'create', r.body, r.subject, r.source_actor
+               FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::uuid[], $6::uuid[])
+                    AS r(id, entry_id, agent_id, body, subject, source_actor)
+             RETURNING id, runtime_agent_id
+         )
+         INSERT INTO index_outbox (runtime_agent_id, revision_id, work)
+         SELECT runtime_agent_id, id, 'index_revision' FROM revision",
+    )
+    .bind(&revisions)
+    .bind(&entries)
+    .bind(&agents)
+    .bind(&bodies)
+    .bind(&subjects)
+    .bind(&source_actors)
+    .execute(&mut *tx)
+    .await
+    .map_err(reference_error)?;
+    let sources: Vec<PlannedSource> = creates.iter().flat_map(|c| c.sources.iter().copied()).collect();
+    insert_sources(&mut tx, &sources).await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 async fn enqueue_index_work(
@@ -248,64 +363,13 @@ async fn lock_entry(
 impl Store {
     /// Creates a new entry at revision 1 with its lineage. Create-only: there is no way to
     /// target an existing entry through this call.
+    ///
+    /// Concurrent calls are group-committed (one transaction for those that arrive while another
+    /// batch is being written); each caller still gets its own result, and a batch that fails is
+    /// written again one create at a time, so one caller's bad reference never fails another's.
     pub async fn create_entry(&self, new: NewMemory) -> Result<CommittedWrite, StoreError> {
-        validate_body(&new.body)?;
-        validate_sources(&new.sources, true)?;
-        let entry = EntryId::generate();
-        let revision = RevisionId::generate();
-        let (restriction, restricted_to) = match new.restriction {
-            Restriction::None => ("none", None),
-            Restriction::ConversationOnly(c) => ("conversation_only", Some(c)),
-        };
-        // References are checked by the schema's foreign keys (one round trip fewer each) and a
-        // violation is mapped to the typed error naming the reference; the transaction rolls back.
-        let reference_error = |e: sqlx::Error| reference_error(e, &new);
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO memory_entries (id, runtime_agent_id, always_on, restriction, restricted_conversation_id,
-                                         origin_conversation_id, current_revision_id)
-             VALUES ($1, $2, $3, $4::memory_restriction, $5, $6, $7)",
-        )
-        .bind(entry)
-        .bind(new.agent)
-        .bind(new.always_on)
-        .bind(restriction)
-        .bind(restricted_to)
-        .bind(new.origin_conversation)
-        .bind(revision)
-        .execute(&mut *tx)
-        .await
-        .map_err(reference_error)?;
-        sqlx::query(
-            "WITH revision AS (
-                 INSERT INTO memory_entry_revisions (id, entry_id, runtime_agent_id, revision_number, operation, body,
-                                                     subject_actor_id, source_actor_id)
-                 VALUES ($1, $2, $3, 1, 'create', $4, $5, $6)
-                 RETURNING id, runtime_agent_id
-             )
-             INSERT INTO index_outbox (runtime_agent_id, revision_id, work)
-             SELECT runtime_agent_id, id, 'index_revision' FROM revision",
-        )
-        .bind(revision)
-        .bind(entry)
-        .bind(new.agent)
-        .bind(&new.body)
-        .bind(new.subject)
-        .bind(new.source_actor)
-        .execute(&mut *tx)
-        .await
-        .map_err(reference_error)?;
-        for source in distinct(&new.sources) {
-            insert_source(&mut tx, new.agent, revision, source).await?;
-        }
-        tx.commit().await?;
-        Ok(CommittedWrite {
-            operation: WriteOperation::Create,
-            entry_id: entry,
-            revision_id: revision,
-            revision_number: 1,
-            subject_changed: false,
-        })
+        let prepared = PreparedCreate::prepare(new)?;
+        self.creates.submit(&self.pool, prepared).await
     }
 
     /// Adds a revision to a live entry, provided `expected_revision` is still current. Earlier
@@ -359,9 +423,7 @@ impl Store {
         .await?;
         copy_sources(&mut tx, current.current_revision, revision).await?;
         insert_revision_source(&mut tx, amendment.agent, revision, current.current_revision, "parent_revision").await?;
-        for source in distinct(&amendment.sources) {
-            insert_source(&mut tx, amendment.agent, revision, source).await?;
-        }
+        insert_sources(&mut tx, &plan_sources(amendment.agent, revision, &amendment.sources)).await?;
         sqlx::query("UPDATE memory_entries SET current_revision_id = $2, updated_at = now() WHERE id = $1")
             .bind(amendment.entry)
             .bind(revision)

@@ -7,11 +7,14 @@
 mod browse;
 mod conversation;
 mod error;
+mod group_commit;
 mod history;
 mod identity;
 mod lineage;
 mod memory;
 mod operators;
+
+use std::sync::Arc;
 
 use sqlx::PgPool;
 
@@ -22,6 +25,7 @@ pub use browse::{
 };
 pub use conversation::{ConversationSummary, Direction, NewConversation, NewMessage, Topology};
 pub use error::StoreError;
+pub use group_commit::GroupCommit;
 pub use history::{EntryHistory, EvidenceView, RevisionView, SourceView};
 pub use identity::{ActorKind, ActorSummary};
 pub use lineage::SourceRef;
@@ -34,16 +38,30 @@ pub use operators::{
     ConsoleRoleKind, OperatorRights, MIN_OPERATOR_PASSWORD_CHARS,
 };
 
-/// Handle on the canonical PostgreSQL store. Cheap to clone (it wraps a pool).
+/// Handle on the canonical PostgreSQL store. Cheap to clone (a pool and the queue of creates
+/// waiting for their group commit, both shared by the clones).
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: PgPool,
+    creates: Arc<group_commit::CreateQueue>,
 }
 
 impl Store {
-    /// Wraps an open pool whose database has been migrated.
+    /// Wraps an open pool whose database has been migrated; remembers are group-committed with
+    /// the default limits.
     pub fn new(pool: PgPool) -> Self {
-        Self { pool }
+        Self::with_group_commit(pool, GroupCommit::default())
+    }
+
+    /// Like [`Store::new`], with the given group-commit limits (`max_batch = 1`: one transaction
+    /// per create, as the benchmark's baseline).
+    pub fn with_group_commit(pool: PgPool, limits: GroupCommit) -> Self {
+        Self { pool, creates: Arc::new(group_commit::CreateQueue::new(limits)) }
+    }
+
+    /// The group-commit limits this store writes creates with.
+    pub fn group_commit(&self) -> GroupCommit {
+        self.creates.limits()
     }
 
     /// The underlying pool, for the modules (retrieval, privacy) that query the same rows.

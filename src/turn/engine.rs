@@ -757,11 +757,12 @@ fn write_outcome(outcome: WriteOutcome, state: &mut TurnState) -> (&'static str,
     }
 }
 
-/// A store refusal becomes a tool error result (nothing was written); a database failure ends
-/// the turn.
+/// A store refusal becomes a tool error result (nothing was written); a database failure, or a
+/// write whose outcome is unknown, ends the turn (the model must not be told nothing was written).
 fn store_failure(error: StoreError) -> Result<(&'static str, Value), TurnError> {
     match error {
         StoreError::Database(e) => Err(TurnError::Database(e)),
+        StoreError::WriteAbandoned => Err(TurnError::Store(StoreError::WriteAbandoned)),
         other => Ok(("error", json!({"status": "error", "error": other.to_string(), "note": "Nothing was written."}))),
     }
 }
