@@ -219,6 +219,48 @@ impl PreparedCreate {
     }
 }
 
+/// The creates' fields as parallel arrays (one element per create) for the `unnest` statements.
+struct CreateColumns<'a> {
+    entries: Vec<uuid::Uuid>,
+    revisions: Vec<uuid::Uuid>,
+    agents: Vec<uuid::Uuid>,
+    always_on: Vec<bool>,
+    restrictions: Vec<&'static str>,
+    restricted_to: Vec<Option<uuid::Uuid>>,
+    origins: Vec<Option<uuid::Uuid>>,
+    bodies: Vec<&'a str>,
+    subjects: Vec<Option<uuid::Uuid>>,
+    source_actors: Vec<Option<uuid::Uuid>>,
+}
+
+impl<'a> CreateColumns<'a> {
+    fn of(creates: &[&'a PreparedCreate]) -> Self {
+        let column = |f: fn(&PreparedCreate) -> Option<uuid::Uuid>| creates.iter().map(|c| f(c)).collect::<Vec<_>>();
+        let required = |f: fn(&PreparedCreate) -> uuid::Uuid| creates.iter().map(|c| f(c)).collect::<Vec<_>>();
+        CreateColumns {
+            entries: required(|c| c.entry.0),
+            revisions: required(|c| c.revision.0),
+            agents: required(|c| c.new.agent.0),
+            always_on: creates.iter().map(|c| c.new.always_on).collect(),
+            restrictions: creates
+                .iter()
+                .map(|c| match c.new.restriction {
+                    Restriction::None => "none",
+                    Restriction::ConversationOnly(_) => "conversation_only",
+                })
+                .collect(),
+            restricted_to: column(|c| match c.new.restriction {
+                Restriction::None => None,
+                Restriction::ConversationOnly(conversation) => Some(conversation.0),
+            }),
+            origins: column(|c| c.new.origin_conversation.map(|o| o.0)),
+            bodies: creates.iter().map(|c| c.new.body.as_str()).collect(),
+            subjects: column(|c| c.new.subject.map(|a| a.0)),
+            source_actors: column(|c| c.new.source_actor.map(|a| a.0)),
+        }
+    }
+}
+
 /// Writes the creates in one transaction of set-based statements (entries, revisions with their
 /// outbox rows, then every source), so that concurrent remembers share one commit and the derived
 /// rows are refreshed once per statement for all of them. All commit or none does. For a single
@@ -231,43 +273,41 @@ pub(crate) async fn write_creates(pool: &PgPool, creates: &[&PreparedCreate]) ->
         [one] => reference_error(e, &one.new),
         _ => StoreError::Database(e),
     };
-    let column = |f: &dyn Fn(&PreparedCreate) -> Option<uuid::Uuid>| creates.iter().map(|c| f(c)).collect::<Vec<_>>();
-    let entries = column(&|c| Some(c.entry.0));
-    let revisions = column(&|c| Some(c.revision.0));
-    let agents = column(&|c| Some(c.new.agent.0));
-    let restricted_to = column(&|c| match c.new.restriction {
-        Restriction::None => None,
-        Restriction::ConversationOnly(conversation) => Some(conversation.0),
-    });
-    let origins = column(&|c| c.new.origin_conversation.map(|o| o.0));
-    let subjects = column(&|c| c.new.subject.map(|a| a.0));
-    let source_actors = column(&|c| c.new.source_actor.map(|a| a.0));
-    let always_on: Vec<bool> = creates.iter().map(|c| c.new.always_on).collect();
-    let bodies: Vec<&str> = creates.iter().map(|c| c.new.body.as_str()).collect();
-    let restrictions: Vec<&str> = creates
-        .iter()
-        .map(|c| match c.new.restriction {
-            Restriction::None => "none",
-            Restriction::ConversationOnly(_) => "conversation_only",
-        })
-        .collect();
+    let columns = CreateColumns::of(creates);
     let mut tx = pool.begin().await?;
+    insert_entries(&mut tx, &columns).await.map_err(reference_error)?;
+    insert_first_revisions(&mut tx, &columns).await.map_err(reference_error)?;
+    let sources: Vec<PlannedSource> = creates.iter().flat_map(|c| c.sources.iter().copied()).collect();
+    insert_sources(&mut tx, &sources).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The entry rows, each pointing at its first revision (the FK is deferred to commit).
+async fn insert_entries(tx: &mut Transaction<'_, Postgres>, columns: &CreateColumns<'_>) -> Result<(), sqlx::Error> {
     sqlx::query(
         "INSERT INTO memory_entries (id, runtime_agent_id, always_on, restriction, restricted_conversation_id,
                                      origin_conversation_id, current_revision_id)
          SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::bool[], $4::text[]::memory_restriction[], $5::uuid[],
                               $6::uuid[], $7::uuid[])",
     )
-    .bind(&entries)
-    .bind(&agents)
-    .bind(&always_on)
-    .bind(&restrictions)
-    .bind(&restricted_to)
-    .bind(&origins)
-    .bind(&revisions)
-    .execute(&mut *tx)
-    .await
-    .map_err(reference_error)?;
+    .bind(&columns.entries)
+    .bind(&columns.agents)
+    .bind(&columns.always_on)
+    .bind(&columns.restrictions)
+    .bind(&columns.restricted_to)
+    .bind(&columns.origins)
+    .bind(&columns.revisions)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Revision 1 of each entry, with its outbox row in the same statement.
+async fn insert_first_revisions(
+    tx: &mut Transaction<'_, Postgres>,
+    columns: &CreateColumns<'_>,
+) -> Result<(), sqlx::Error> {
     sqlx::query(
         "WITH revision AS (
              INSERT INTO memory_entry_revisions (id, entry_id, runtime_agent_id, revision_number, operation, body,
@@ -280,18 +320,14 @@ pub(crate) async fn write_creates(pool: &PgPool, creates: &[&PreparedCreate]) ->
          INSERT INTO index_outbox (runtime_agent_id, revision_id, work)
          SELECT runtime_agent_id, id, 'index_revision' FROM revision",
     )
-    .bind(&revisions)
-    .bind(&entries)
-    .bind(&agents)
-    .bind(&bodies)
-    .bind(&subjects)
-    .bind(&source_actors)
-    .execute(&mut *tx)
-    .await
-    .map_err(reference_error)?;
-    let sources: Vec<PlannedSource> = creates.iter().flat_map(|c| c.sources.iter().copied()).collect();
-    insert_sources(&mut tx, &sources).await?;
-    tx.commit().await?;
+    .bind(&columns.revisions)
+    .bind(&columns.entries)
+    .bind(&columns.agents)
+    .bind(&columns.bodies)
+    .bind(&columns.subjects)
+    .bind(&columns.source_actors)
+    .execute(&mut **tx)
+    .await?;
     Ok(())
 }
 

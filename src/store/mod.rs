@@ -1,7 +1,9 @@
 //! The canonical store: identities, conversations, transcript evidence and append-only memory.
 //!
-//! Every write is one transaction and returns what committed ([`CommittedWrite`]); callers such
-//! as the turn engine build their ledger from those values alone, never from what was asked.
+//! Every write commits whole or not at all and returns what committed ([`CommittedWrite`]);
+//! callers such as the turn engine build their ledger from those values alone, never from what
+//! was asked. Concurrent creates may share one transaction (group commit); each still gets its
+//! own result.
 //! SQL for a table lives in the submodule that owns it.
 
 mod browse;
