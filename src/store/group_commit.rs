@@ -69,11 +69,6 @@ impl CreateQueue {
         CreateQueue { limits, state: Mutex::new(QueueState::default()) }
     }
 
-    /// The limits in force.
-    pub(crate) fn limits(&self) -> GroupCommit {
-        self.limits
-    }
-
     fn state(&self) -> MutexGuard<'_, QueueState> {
         // The state is a queue and a counter, consistent after every statement; a panic elsewhere
         // while holding the lock cannot leave it half-updated.

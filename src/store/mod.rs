@@ -61,11 +61,6 @@ impl Store {
         Self { pool, creates: Arc::new(group_commit::CreateQueue::new(limits)) }
     }
 
-    /// The group-commit limits this store writes creates with.
-    pub fn group_commit(&self) -> GroupCommit {
-        self.creates.limits()
-    }
-
     /// The underlying pool, for the modules (retrieval, privacy) that query the same rows.
     pub fn pool(&self) -> &PgPool {
         &self.pool
