@@ -13,7 +13,7 @@ use common::{test_db, Person, World};
 use mesh_memory::bench::synthetic::SplitMix;
 use mesh_memory::retrieval::{RetrievalConfig, RetrievalMode, Retriever, SearchRequest};
 use mesh_memory::store::{Amendment, SourceRef, SubjectUpdate, Topology, WriteOutcome};
-use mesh_memory::{ActorId, AgentId, ConversationId, EntryId, RevisionId};
+use mesh_memory::{ActorId, ConversationId, EntryId, RevisionId};
 
 /// The policy model: what a revision's lineage allows, computed without the database.
 #[derive(Clone, Debug)]
@@ -64,29 +64,6 @@ const TOPICS: &[&str] = &[
     "vacation plans",
     "codename falcon",
 ];
-
-async fn grant(pool: &sqlx::PgPool, agent: AgentId, revision: RevisionId, audience: &BTreeSet<ActorId>, revoked: bool) {
-    let id = uuid::Uuid::now_v7();
-    sqlx::query(
-        "INSERT INTO sharing_grants (id, runtime_agent_id, revision_id, authority, approved_by_role, reason, revoked_at, revoked_by)
-         VALUES ($1, $2, $3, 'operator_approval', 'adversarial-suite', 'generated grant',
-                 CASE WHEN $4 THEN now() END, CASE WHEN $4 THEN 'adversarial-suite' END)",
-    )
-    .bind(id)
-    .bind(agent)
-    .bind(revision)
-    .bind(revoked)
-    .execute(pool)
-    .await
-    .unwrap();
-    let actors: Vec<uuid::Uuid> = audience.iter().map(|a| a.0).collect();
-    sqlx::query("INSERT INTO sharing_grant_audience (grant_id, actor_id) SELECT $1, unnest($2::uuid[])")
-        .bind(id)
-        .bind(actors)
-        .execute(pool)
-        .await
-        .unwrap();
-}
 
 /// Builds one generated workspace and returns its model and conversations.
 async fn generate(db: &common::TestDb, seed: u64) -> (World, Model, Vec<ModelConversation>, Vec<Person>) {
@@ -190,7 +167,8 @@ async fn generate(db: &common::TestDb, seed: u64) -> (World, Model, Vec<ModelCon
         if rng.unit() < 0.12 {
             let target = &conversations[rng.range(0, conversations.len())].members;
             let revoked = rng.unit() < 0.3;
-            grant(&db.pool, world.agent, revision, target, revoked).await;
+            let audience: Vec<ActorId> = target.iter().copied().collect();
+            common::grant(&db.pool, world.agent, revision, &audience, revoked).await;
             if !revoked {
                 model.revisions.get_mut(&revision).unwrap().grants.push(target.clone());
             }

@@ -15,30 +15,6 @@ use mesh_memory::{ActorId, AgentId, ConversationId, EntryId, RevisionId};
 use proptest::prelude::*;
 use uuid::Uuid;
 
-/// Inserts a live operator-approved grant on `revision` for `audience` (plain SQL: creating
-/// grants through an API belongs to the sharing module).
-async fn grant(pool: &sqlx::PgPool, agent: AgentId, revision: RevisionId, audience: &[ActorId]) -> Uuid {
-    let id = Uuid::now_v7();
-    sqlx::query(
-        "INSERT INTO sharing_grants (id, runtime_agent_id, revision_id, authority, approved_by_role, reason)
-         VALUES ($1, $2, $3, 'operator_approval', 'test-operator', 'released for the test')",
-    )
-    .bind(id)
-    .bind(agent)
-    .bind(revision)
-    .execute(pool)
-    .await
-    .unwrap();
-    let actors: Vec<Uuid> = audience.iter().map(|a| a.0).collect();
-    sqlx::query("INSERT INTO sharing_grant_audience (grant_id, actor_id) SELECT $1, unnest($2::uuid[])")
-        .bind(id)
-        .bind(actors)
-        .execute(pool)
-        .await
-        .unwrap();
-    id
-}
-
 async fn amend(store: &Store, agent: AgentId, entry: EntryId, from: RevisionId, body: &str) -> RevisionId {
     match store
         .amend_entry(Amendment {
@@ -140,7 +116,7 @@ async fn a_grant_on_revision_1_does_not_cover_revision_2_after_an_amend() {
     assert!(selected(&db.store, agent, s.eng, "roadmap").await.is_empty(), "private before the grant");
 
     let audience = db.store.current_audience(agent, s.eng).await.unwrap();
-    let grant_id = grant(&db.pool, agent, rev1, &audience).await;
+    let grant_id = common::grant(&db.pool, agent, rev1, &audience, false).await;
     assert_eq!(selected(&db.store, agent, s.eng, "roadmap").await, vec![rev1], "the grant releases revision 1");
 
     let rev2 = amend(&db.store, agent, entry, rev1, "Priya will present the roadmap on Tuesday.").await;
@@ -153,10 +129,10 @@ async fn a_grant_on_revision_1_does_not_cover_revision_2_after_an_amend() {
     assert_eq!(verdicts[0].rule, Rule::NotCurrent, "revision 1 is history even with its grant");
 
     // A grant on revision 2 releases it, but only while it is live and covers the whole audience.
-    let partial = grant(&db.pool, agent, rev2, &audience[..1]).await;
+    let partial = common::grant(&db.pool, agent, rev2, &audience[..1], false).await;
     assert!(selected(&db.store, agent, s.eng, "roadmap").await.is_empty(), "a partial grant covers nobody");
     let _ = (partial, grant_id);
-    let full = grant(&db.pool, agent, rev2, &audience).await;
+    let full = common::grant(&db.pool, agent, rev2, &audience, false).await;
     assert_eq!(selected(&db.store, agent, s.eng, "roadmap").await, vec![rev2]);
     sqlx::query("UPDATE sharing_grants SET revoked_at = now(), revoked_by = 'test' WHERE id = $1")
         .bind(full)
@@ -445,7 +421,7 @@ async fn build(
             let target = if g.on_current { current } else { written.revision_id };
             let audience: Vec<ActorId> =
                 people.iter().zip(&g.audience).filter(|(_, on)| **on).map(|(p, _)| p.actor).collect();
-            let id = grant(pool, world.agent, target, &audience).await;
+            let id = common::grant(pool, world.agent, target, &audience, false).await;
             if g.revoked {
                 sqlx::query("UPDATE sharing_grants SET revoked_at = now(), revoked_by = 'test' WHERE id = $1")
                     .bind(id)

@@ -277,6 +277,62 @@ async fn unknown_evidence_is_withheld_and_recorded_even_when_other_memories_are_
 }
 
 #[tokio::test]
+async fn withheld_matches_are_counted_once_each_by_rule_and_a_released_revision_is_not_withheld() {
+    let db = test_db().await;
+    let mut w = workspace(&db.store).await;
+    let eng = w.engineering;
+    let legacy = w.world.conversation("C-LEGACY", Topology::Unknown, &[&w.victor, &w.priya]).await;
+    // Each private memory matches two of the query's three terms: counted once, not once per term.
+    let mut private = Vec::new();
+    for (n, body) in
+        ["Quarterly budget forecast slipped.", "Budget forecast for the offsite.", "Forecast budget owner."]
+            .into_iter()
+            .enumerate()
+    {
+        let dm = if n % 2 == 0 { w.dm_priya } else { w.dm_victor };
+        let speaker = if n % 2 == 0 { &w.priya } else { &w.victor };
+        private.push(w.world.remember(dm, speaker, None, body).await);
+    }
+    let message = w.world.say(eng, &w.victor, "The budget forecast lives in the finance sheet.").await;
+    let mut confined =
+        w.world.memory("The budget forecast lives in the finance sheet.", None, w.victor.actor, eng, message);
+    confined.restriction = Restriction::ConversationOnly(w.dm_victor);
+    db.store.create_entry(confined).await.unwrap();
+    w.world.remember(legacy, &w.victor, None, "The budget forecast is due Friday.").await;
+    let (shared, _) = w.world.remember(eng, &w.dana, None, "Budget forecast review is on Thursday.").await;
+
+    let outcome = ask(&w.world, eng, Some(w.dana.actor), "budget forecast quarterly").await;
+    assert_eq!(entries(&outcome), vec![shared]);
+    let expected = [("audience_not_covered", 3), ("restriction", 1), ("unknown_evidence", 1)];
+    let expected: std::collections::BTreeMap<String, i64> = expected.into_iter().map(|(k, v)| (k.into(), v)).collect();
+    assert_eq!(outcome.withheld, expected);
+
+    // A grant that covers the channel's audience releases that exact revision: it is selected,
+    // and no longer counted as withheld.
+    let (released, released_revision) = private[0];
+    let audience: Vec<ActorId> = outcome.context.audience.clone();
+    common::grant(&db.pool, w.world.agent, released_revision, &audience, false).await;
+    let outcome = ask(&w.world, eng, Some(w.dana.actor), "budget forecast quarterly").await;
+    assert!(entries(&outcome).contains(&released), "{:?}", entries(&outcome));
+    assert_eq!(outcome.withheld.get("audience_not_covered"), Some(&2));
+}
+
+#[tokio::test]
+async fn the_lexical_terms_are_the_lexemes_the_lexical_query_ors() {
+    let db = test_db().await;
+    for text in ["Budget forecast, quarterly budgets!", "it's O'Brien's back\\slash", "the and of", ""] {
+        let (query, terms): (Option<String>, Vec<String>) =
+            sqlx::query_as("SELECT memory_lexical_query($1)::text, memory_lexical_terms($1)::text[]")
+                .bind(text)
+                .fetch_one(&db.pool)
+                .await
+                .unwrap();
+        let joined = (!terms.is_empty()).then(|| terms.join(" | "));
+        assert_eq!(query, joined, "{text:?}");
+    }
+}
+
+#[tokio::test]
 async fn empty_query_ranks_by_subject_then_conversation_then_recency() {
     let db = test_db().await;
     let mut w = workspace(&db.store).await;

@@ -325,6 +325,9 @@ async fn measure_size(
         let spec = synthetic::SyntheticSpec { revisions: size, seed: size as u64 };
         synthetic::build(pool, spec, |stage| progress(&format!("{size}: {stage}"))).await?
     } else {
+        // The last run's writes left pages that autovacuum would have settled by now; measuring
+        // before that measures the previous run, not the store.
+        sqlx::query("VACUUM (ANALYZE)").execute(pool).await?;
         synthetic::load(pool).await?
     };
     let load_seconds = if fresh { started.elapsed().as_secs_f64() } else { 0.0 };

@@ -222,16 +222,33 @@ pub(crate) async fn always_on(
     .await
 }
 
-/// The query's full-text form (`memory_lexical_query`: its lexemes OR-ed, as `tsquery` text), or
-/// `None` when it has no searchable term (only stop words or punctuation). Computed once per
-/// search and passed to the full-text statements, which read it with `(SELECT $4::tsquery)`: a
-/// scalar subquery is evaluated once per statement, where a function of a parameter in a cached
-/// generic plan would be evaluated again for every row it filters or ranks.
-pub(crate) async fn lexical_query(pool: &PgPool, query: &str) -> Result<Option<String>, sqlx::Error> {
-    sqlx::query_scalar("SELECT memory_lexical_query($1)::text").bind(query).fetch_one(pool).await
+/// A query's full-text form, computed once per search and passed to the full-text statements.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub(crate) struct LexicalQuery {
+    /// `memory_lexical_query`: the query's lexemes OR-ed, as `tsquery` text. The statements read
+    /// it with `(SELECT $4::tsquery)`: a scalar subquery is evaluated once per statement, where a
+    /// function of a parameter in a cached generic plan would be evaluated again for every row it
+    /// filters or ranks.
+    pub tsquery: String,
+    /// `memory_lexical_terms`: the same lexemes, one `tsquery` each, for the withheld count
+    /// (which scans one term at a time).
+    pub terms: Vec<String>,
 }
 
-/// Full-text matches over the agent's whole archive, best `ts_rank_cd` first, for `tsquery` from
+/// The query's full-text form, or `None` when it has no searchable term (only stop words or
+/// punctuation).
+pub(crate) async fn lexical_query(pool: &PgPool, query: &str) -> Result<Option<LexicalQuery>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT q.tsquery, memory_lexical_terms($1)::text[] AS terms
+           FROM (SELECT memory_lexical_query($1)::text AS tsquery) AS q
+          WHERE q.tsquery IS NOT NULL",
+    )
+    .bind(query)
+    .fetch_optional(pool)
+    .await
+}
+
+/// Full-text matches over the agent's whole archive, best `ts_rank_cd` first, for a query from
 /// [`lexical_query`]. Terms are OR-ed (`memory_lexical_query`), so rows matching more of them rank
 /// higher. The planner intersects
 /// the match with the audience inside one GIN index (`searchable_revisions_text_audience`), so
@@ -239,7 +256,7 @@ pub(crate) async fn lexical_query(pool: &PgPool, query: &str) -> Result<Option<S
 pub(crate) async fn lexical(
     pool: &PgPool,
     ctx: &EligibilityContext,
-    tsquery: &str,
+    query: &LexicalQuery,
     limit: u32,
 ) -> Result<Vec<CandidateRow>, sqlx::Error> {
     sqlx::query_as(concat!(
@@ -253,7 +270,7 @@ pub(crate) async fn lexical(
     .bind(ctx.agent)
     .bind(ctx.conversation)
     .bind(ctx.audience_uuids())
-    .bind(tsquery)
+    .bind(&query.tsquery)
     .bind(i64::from(limit))
     .fetch_all(pool)
     .await
@@ -261,14 +278,16 @@ pub(crate) async fn lexical(
 
 /// Counts, by rejecting rule, full-text matches among the agent's live current revisions that the
 /// predicate withheld: up to `limit` whose audience evidence is unknown (found through their own
-/// small index, so `unknown_evidence` is never crowded out) and up to `limit` others. Bounded by
-/// `2 * limit` rows whatever the archive size; the rule names are those of
-/// `memory_eligibility_rule`, in its order. Only categories and counts leave this function, never
-/// text or ids.
+/// small index with the whole query, so `unknown_evidence`, which decides
+/// `eligibility_withheld_unknown`, is exact and never crowded out) and up to `limit` others
+/// (`memory_withheld_known_matches`: one term at a time, a term with more than 2,000 matches
+/// sampled, so these counts are lower bounds). Bounded whatever the archive size; the rule names
+/// are those of `memory_eligibility_rule`, in its order. Only categories and counts leave this
+/// function, never text or ids.
 pub(crate) async fn withheld_lexical(
     pool: &PgPool,
     ctx: &EligibilityContext,
-    tsquery: &str,
+    query: &LexicalQuery,
     limit: u32,
 ) -> Result<BTreeMap<String, i64>, sqlx::Error> {
     let rows: Vec<(String, i64)> = sqlx::query_as(concat!(
@@ -288,24 +307,20 @@ pub(crate) async fn withheld_lexical(
         covering_grants!(),
         " g)
                    LIMIT $5)
-                 UNION
-                 (SELECT w.revision_id, w.restriction, w.restricted_conversation_id, w.evidence_known
-                    FROM searchable_revisions w
-                   WHERE w.runtime_agent_id = $1 AND w.body_tsv @@ (SELECT $4::tsquery)
-                     AND ($3::uuid[] IS NULL
-                          OR NOT ((w.restriction = 'none' OR w.restricted_conversation_id = $2)
-                                  AND w.evidence_known AND w.audience @> $3::uuid[]))
-                     AND w.revision_id NOT IN (SELECT g.revision_id FROM ",
+                 UNION ALL
+                 SELECT k.revision_id, k.restriction, k.restricted_conversation_id, true
+                   FROM memory_withheld_known_matches($1, $2, $3, $6::text[]::tsquery[],
+                                                      ARRAY(SELECT g.revision_id FROM ",
         covering_grants!(),
-        " g)
-                   LIMIT $5)) AS w
+        " g), $5) AS k) AS w
           GROUP BY 1 ORDER BY 1"
     ))
     .bind(ctx.agent)
     .bind(ctx.conversation)
     .bind(ctx.audience_uuids())
-    .bind(tsquery)
+    .bind(&query.tsquery)
     .bind(i64::from(limit))
+    .bind(&query.terms)
     .fetch_all(pool)
     .await?;
     Ok(rows.into_iter().collect())

@@ -398,16 +398,16 @@ impl Retriever {
     async fn full_text(&self, ctx: &EligibilityContext, query: &str) -> Result<FullText, RetrievalError> {
         let pool = self.store.pool();
         let limit = self.config.per_source_limit;
-        let tsquery = match self.config.lexical_enabled && !query.is_empty() {
+        let lexical_query = match self.config.lexical_enabled && !query.is_empty() {
             true => candidates::lexical_query(pool, query).await?,
             false => None,
         };
-        let Some(tsquery) = tsquery else {
+        let Some(lexical_query) = lexical_query else {
             return Ok(FullText { has_terms: false, lexical: None, withheld: BTreeMap::new() });
         };
         let (lexical, withheld) = tokio::try_join!(
-            candidates::lexical(pool, ctx, &tsquery, limit),
-            candidates::withheld_lexical(pool, ctx, &tsquery, limit)
+            candidates::lexical(pool, ctx, &lexical_query, limit),
+            candidates::withheld_lexical(pool, ctx, &lexical_query, limit)
         )?;
         Ok(FullText { has_terms: true, lexical: Some(lexical), withheld })
     }
@@ -532,8 +532,11 @@ impl Retriever {
 
     /// Hydrates candidates from canonical rows in rank order, a batch at a time, renders labels
     /// and provenance, computes each entry's cost and packs, stopping as soon as the count budget
-    /// is full (later candidates are never read). A candidate whose canonical row no longer passes
-    /// the predicate is dropped, never selected.
+    /// is full (later candidates are never read). A candidate whose cost floor exceeds what is
+    /// left of the allowance is passed over unread ([`packing::Packer::worth_reading`]): once the
+    /// allowance is nearly spent, packing stops instead of reading every remaining candidate to
+    /// report it as not fitting. A candidate whose canonical row no longer passes the predicate is
+    /// dropped, never selected.
     async fn decorate_and_pack(
         &self,
         ranked: Vec<(Candidate, Components)>,
@@ -544,9 +547,20 @@ impl Retriever {
         let batch_size = (request.max_count as usize * 2).clamp(8, 64);
         let mut labels: HashMap<ActorId, String> = HashMap::new();
         let mut places: HashMap<ConversationId, Provenance> = HashMap::new();
-        let mut remaining = ranked.into_iter().peekable();
-        while !packer.is_full() && remaining.peek().is_some() {
-            let batch: Vec<(Candidate, Components)> = remaining.by_ref().take(batch_size).collect();
+        let overhead = self.config.attribution_overhead_tokens;
+        let mut remaining = ranked.into_iter();
+        while !packer.is_full() {
+            let batch: Vec<(Candidate, Components)> = remaining
+                .by_ref()
+                .filter(|(c, components)| {
+                    let floor = packing::entry_cost_floor(c.row.entry_id, c.row.revision_id, components, overhead);
+                    packer.worth_reading(floor)
+                })
+                .take(batch_size)
+                .collect();
+            if batch.is_empty() {
+                break;
+            }
             let ids: Vec<RevisionId> = batch.iter().map(|(c, _)| c.row.revision_id).collect();
             let mut rows: HashMap<RevisionId, candidates::HydratedRow> =
                 candidates::hydrate(self.store.pool(), ctx, &ids)
@@ -554,7 +568,10 @@ impl Retriever {
                     .into_iter()
                     .map(|r| (r.revision_id, r))
                     .collect();
-            self.load_labels(&mut labels, rows.values()).await?;
+            tokio::try_join!(
+                self.load_labels(&mut labels, rows.values()),
+                self.load_provenance(&mut places, ctx, rows.values())
+            )?;
             for (candidate, components) in batch {
                 if packer.is_full() {
                     break;
@@ -562,14 +579,7 @@ impl Retriever {
                 let Some(row) = rows.remove(&candidate.row.revision_id) else { continue };
                 let provenance = match row.origin_conversation_id {
                     None => Provenance::Unrecorded,
-                    Some(origin) => match places.get(&origin) {
-                        Some(place) => place.clone(),
-                        None => {
-                            let place = self.provenance(ctx, origin).await?;
-                            places.insert(origin, place.clone());
-                            place
-                        }
-                    },
+                    Some(origin) => places.get(&origin).cloned().unwrap_or(Provenance::OtherConversation),
                 };
                 let actor_ref = |id: ActorId| ActorRef {
                     id,
@@ -616,17 +626,33 @@ impl Retriever {
         Ok(())
     }
 
-    /// Names the origin conversation only where every destination reader can read it now.
-    async fn provenance(&self, ctx: &EligibilityContext, origin: ConversationId) -> Result<Provenance, StoreError> {
-        if origin == ctx.conversation {
-            return Ok(Provenance::ThisConversation);
+    /// Adds the provenance of the rows' origin conversations that are not known yet, in one
+    /// statement: an origin is named only where every destination reader can read it now.
+    async fn load_provenance<'a>(
+        &self,
+        places: &mut HashMap<ConversationId, Provenance>,
+        ctx: &EligibilityContext,
+        rows: impl Iterator<Item = &'a candidates::HydratedRow>,
+    ) -> Result<(), StoreError> {
+        let mut missing: Vec<ConversationId> =
+            rows.filter_map(|r| r.origin_conversation_id).filter(|c| !places.contains_key(c)).collect();
+        missing.sort();
+        missing.dedup();
+        if let Some(index) = missing.iter().position(|c| *c == ctx.conversation) {
+            places.insert(missing.swap_remove(index), Provenance::ThisConversation);
         }
-        let members = self.store.current_audience(ctx.agent, origin).await?;
-        if ctx.audience.iter().all(|reader| members.contains(reader)) {
-            let summary = self.store.conversation(ctx.agent, origin).await?;
-            return Ok(Provenance::SharedConversation { conversation_id: origin, title: summary.title });
+        if missing.is_empty() {
+            return Ok(());
         }
-        Ok(Provenance::OtherConversation)
+        let mut readable = self.store.titles_readable_by(ctx.agent, &missing, &ctx.audience).await?;
+        for origin in missing {
+            let place = match readable.remove(&origin) {
+                Some(title) => Provenance::SharedConversation { conversation_id: origin, title },
+                None => Provenance::OtherConversation,
+            };
+            places.insert(origin, place);
+        }
+        Ok(())
     }
 }
 

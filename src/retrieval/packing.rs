@@ -12,8 +12,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::render::{prompt_line, recall_item_json};
-use super::Selection;
+use super::render::{prompt_line, recall_item_json, RecallItem};
+use super::{Components, Provenance, Selection};
 use crate::ids::{EntryId, RevisionId};
 
 /// Upper bound on the tokens of `text` for byte-level tokenizers: its UTF-8 length.
@@ -26,6 +26,36 @@ pub fn entry_cost(selection: &Selection, attribution_overhead: u32) -> u32 {
     let prompt = token_upper_bound(&prompt_line(selection));
     let recall = token_upper_bound(&recall_item_json(selection));
     prompt.max(recall).saturating_add(attribution_overhead)
+}
+
+/// A lower bound on [`entry_cost`] known before the entry is read: the recall JSON of the entry
+/// with what ranking already decided (ids, score, components, reason) and the shortest rendering
+/// of everything else (empty body, no subject or source, unrecorded provenance, revision 0,
+/// `always_on: true`, the shorter literal), plus the overhead. Every real rendering only adds
+/// characters, so an entry whose floor exceeds what is left of the allowance cannot fit, and
+/// packing need not read it.
+pub fn entry_cost_floor(
+    entry: EntryId,
+    revision: RevisionId,
+    components: &Components,
+    attribution_overhead: u32,
+) -> u32 {
+    let reason = components.reason();
+    let shortest = RecallItem {
+        entry_id: entry,
+        revision_id: revision,
+        revision_number: 0,
+        body: "",
+        subject: None,
+        source: None,
+        provenance: &Provenance::Unrecorded,
+        always_on: true,
+        score: components.total(),
+        components,
+        reason: &reason,
+    };
+    let json = serde_json::to_string(&shortest).expect("recall items serialize");
+    token_upper_bound(&json).saturating_add(attribution_overhead)
 }
 
 /// Why an entry was left out by packing.
@@ -80,6 +110,15 @@ impl Packer {
     /// Whether the count budget is exhausted (nothing more will be admitted or skipped).
     pub fn is_full(&self) -> bool {
         self.packed.selected.len() >= self.max_count
+    }
+
+    /// Whether packing should read an entry whose cost is at least `floor`
+    /// ([`entry_cost_floor`]): it may fit what is left, or it is larger than the whole allowance
+    /// (read so that it is reported as oversized). An entry that fits the allowance but provably
+    /// not what is left is passed over unread and unreported: only [`Packer::offer`]ed entries
+    /// are listed as skipped.
+    pub fn worth_reading(&self, floor: u32) -> bool {
+        floor <= self.token_budget - self.packed.cost_tokens || floor > self.token_budget
     }
 
     /// Admits the entry whole if it fits, else records it as skipped. Never truncates.
@@ -163,6 +202,59 @@ mod tests {
         assert_eq!(token_upper_bound("日本語"), 9, "three 3-byte characters");
         let s = selection("日本語のメモ");
         assert!(s.cost_tokens >= token_upper_bound(&recall_item_json(&s)) + 16);
+    }
+
+    #[test]
+    fn the_cost_floor_never_exceeds_the_cost_of_any_rendering_of_the_entry() {
+        let components = Components {
+            sources: vec![crate::retrieval::CandidateSource::Lexical],
+            lexical: Some(crate::retrieval::RankContribution { rank: 3, rrf: 0.015873015873015872 }),
+            semantic: None,
+            subject_boost: 0.05,
+            conversation_boost: 0.0,
+            recency: 0.012345678901234,
+            always_on: 0.0,
+        };
+        let mut s = selection("");
+        s.components = components.clone();
+        s.score = components.total();
+        s.reason = components.reason();
+        let floor = entry_cost_floor(s.entry_id, s.revision_id, &components, 16);
+        let actor =
+            |label: &str| crate::retrieval::ActorRef { id: crate::ids::ActorId::generate(), label: label.into() };
+        let conversation = crate::ids::ConversationId::generate();
+        for provenance in [
+            Provenance::Unrecorded,
+            Provenance::ThisConversation,
+            Provenance::OtherConversation,
+            Provenance::SharedConversation { conversation_id: conversation, title: String::new() },
+        ] {
+            for (subject, source) in [(None, None), (Some(actor("")), Some(actor("V"))), (None, Some(actor("")))] {
+                for (always_on, number, body) in [(false, 1, ""), (true, 12, "x"), (false, 1, "\"tabs\"")] {
+                    let mut variant = s.clone();
+                    variant.provenance = provenance.clone();
+                    variant.subject = subject.clone();
+                    variant.source = source.clone();
+                    variant.always_on = always_on;
+                    variant.revision_number = number;
+                    variant.body = body.into();
+                    let cost = entry_cost(&variant, 16);
+                    assert!(floor <= cost, "floor {floor} > cost {cost} of {variant:?}");
+                }
+            }
+        }
+        assert!(floor > 16 + 72, "the floor counts at least both ids");
+    }
+
+    #[test]
+    fn an_entry_is_worth_reading_if_it_may_fit_what_is_left_or_is_oversized() {
+        let mut packer = Packer::new(8, 1000);
+        let small = selection("short");
+        packer.offer(small.clone());
+        let left = 1000 - small.cost_tokens;
+        assert!(packer.worth_reading(left));
+        assert!(!packer.worth_reading(left + 1), "fits the allowance, provably not what is left");
+        assert!(packer.worth_reading(1001), "oversized entries are read so that they are reported");
     }
 
     #[test]

@@ -72,6 +72,18 @@ pub async fn generation_in_state(pool: &PgPool, state: GenerationState) -> Resul
     .await?)
 }
 
+/// The generation that decides whether semantic search can run: the one `building`, if a rebuild
+/// is under way (its vectors are not comparable with the active ones), else the `active` one.
+/// One statement, read on every semantic search.
+pub async fn serving_generation(pool: &PgPool) -> Result<Option<Generation>, SemanticError> {
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {GENERATION_COLUMNS} FROM embedding_generations WHERE state IN ('building', 'active')
+          ORDER BY state = 'building' DESC, id DESC LIMIT 1"
+    )))
+    .fetch_optional(pool)
+    .await?)
+}
+
 /// Every generation, newest first (for `mesh-memory index status` and the console).
 pub async fn list_generations(pool: &PgPool) -> Result<Vec<Generation>, SemanticError> {
     Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(

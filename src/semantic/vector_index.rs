@@ -10,6 +10,7 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -17,7 +18,7 @@ use sqlx::PgPool;
 
 use super::embedder::{EmbedError, Embedder};
 use super::embeddings::vector_literal;
-use super::generations::{generation_in_state, pgvector_available, Generation, GenerationState};
+use super::generations::{pgvector_available, serving_generation, Generation, GenerationState};
 use super::SemanticError;
 use crate::ids::{AgentId, EntryId, RevisionId};
 use crate::privacy::EligibilityContext;
@@ -121,13 +122,19 @@ pub async fn availability(
     if !pgvector_available(pool).await? {
         return Ok((IndexAvailability::NoPgvector, None));
     }
-    if let Some(building) = generation_in_state(pool, GenerationState::Building).await? {
-        return Ok((IndexAvailability::Rebuilding { generation: building.id }, None));
-    }
-    match generation_in_state(pool, GenerationState::Active).await? {
-        None => Ok((IndexAvailability::NoActiveGeneration, None)),
-        Some(active) if !active.matches(info) => Ok((IndexAvailability::ModelMismatch { generation: active.id }, None)),
-        Some(active) => Ok((IndexAvailability::Ready { generation: active.id }, Some(active))),
+    Ok(generation_availability(serving_generation(pool).await?, info))
+}
+
+/// Availability in a database with pgvector, from [`serving_generation`]'s answer.
+fn generation_availability(
+    serving: Option<Generation>,
+    info: &super::EmbedderInfo,
+) -> (IndexAvailability, Option<Generation>) {
+    match serving {
+        None => (IndexAvailability::NoActiveGeneration, None),
+        Some(g) if g.state == GenerationState::Building => (IndexAvailability::Rebuilding { generation: g.id }, None),
+        Some(active) if !active.matches(info) => (IndexAvailability::ModelMismatch { generation: active.id }, None),
+        Some(active) => (IndexAvailability::Ready { generation: active.id }, Some(active)),
     }
 }
 
@@ -137,6 +144,9 @@ pub struct PgVectorIndex {
     embedder: Arc<dyn Embedder>,
     eligible_cap: usize,
     min_similarity: f32,
+    /// Set once the pgvector column was seen: it is never dropped, so later searches skip that
+    /// catalog lookup and decide availability with one statement.
+    pgvector_seen: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for PgVectorIndex {
@@ -148,7 +158,12 @@ impl std::fmt::Debug for PgVectorIndex {
 impl PgVectorIndex {
     /// An index that embeds queries with `embedder` (the same model as the active generation).
     pub fn new(embedder: Arc<dyn Embedder>) -> Self {
-        Self { embedder, eligible_cap: MAX_ELIGIBLE_REVISIONS, min_similarity: DEFAULT_MIN_SIMILARITY }
+        Self {
+            embedder,
+            eligible_cap: MAX_ELIGIBLE_REVISIONS,
+            min_similarity: DEFAULT_MIN_SIMILARITY,
+            pgvector_seen: Arc::new(AtomicBool::new(false)),
+        }
     }
 
     /// Overrides the similarity floor (see [`DEFAULT_MIN_SIMILARITY`]); `-1.0` disables it.
@@ -163,9 +178,20 @@ impl PgVectorIndex {
         self
     }
 
+    /// [`availability`], without the catalog lookup once pgvector was seen.
+    async fn availability(&self, pool: &PgPool) -> Result<(IndexAvailability, Option<Generation>), SemanticError> {
+        if self.pgvector_seen.load(Ordering::Relaxed) {
+            return Ok(generation_availability(serving_generation(pool).await?, self.embedder.info()));
+        }
+        let decided = availability(pool, self.embedder.info()).await?;
+        if decided.0 != IndexAvailability::NoPgvector {
+            self.pgvector_seen.store(true, Ordering::Relaxed);
+        }
+        Ok(decided)
+    }
+
     async fn search_inner(&self, request: SemanticRequest<'_>) -> Result<Vec<SemanticHit>, SemanticFailure> {
-        let (state, active) =
-            availability(request.pool, self.embedder.info()).await.map_err(|_| SemanticFailure::Failed)?;
+        let (state, active) = self.availability(request.pool).await.map_err(|_| SemanticFailure::Failed)?;
         let generation = match (state, active) {
             (IndexAvailability::Rebuilding { .. }, _) => return Err(SemanticFailure::Rebuilding),
             (IndexAvailability::Ready { .. }, Some(active)) => active,

@@ -1,8 +1,11 @@
 //! Conversations, membership over time and transcript messages (tables `conversations`,
 //! `conversation_memberships`, `messages`).
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 use super::identity::validate_name;
 use super::{Store, StoreError};
@@ -175,24 +178,59 @@ impl Store {
     }
 
     /// The destination audience of a conversation now: its current members other than the
-    /// runtime agent's own actor, sorted.
+    /// runtime agent's own actor, sorted. `UnknownReference` when the conversation is not this
+    /// agent's. One statement: every search resolves it before anything else.
     pub async fn current_audience(
         &self,
         agent: AgentId,
         conversation: ConversationId,
     ) -> Result<Vec<ActorId>, StoreError> {
-        self.conversation(agent, conversation).await?;
-        let rows: Vec<(ActorId,)> = sqlx::query_as(
-            "SELECT DISTINCT cm.actor_id FROM conversation_memberships cm
-               JOIN runtime_agents ra ON ra.id = $1
-              WHERE cm.conversation_id = $2 AND cm.left_at IS NULL AND cm.actor_id <> ra.actor_id
-              ORDER BY cm.actor_id",
+        let members: Option<Vec<Uuid>> = sqlx::query_scalar(
+            "SELECT coalesce(array_agg(DISTINCT cm.actor_id ORDER BY cm.actor_id)
+                               FILTER (WHERE cm.actor_id IS NOT NULL), '{}')
+               FROM conversations c
+               JOIN runtime_agents ra ON ra.id = c.runtime_agent_id
+               LEFT JOIN conversation_memberships cm
+                      ON cm.conversation_id = c.id AND cm.left_at IS NULL AND cm.actor_id <> ra.actor_id
+              WHERE c.id = $2 AND c.runtime_agent_id = $1
+              GROUP BY c.id",
         )
         .bind(agent)
         .bind(conversation)
+        .fetch_optional(&self.pool)
+        .await?;
+        let members =
+            members.ok_or(StoreError::UnknownReference { kind: ConversationId::LABEL, id: conversation.0 })?;
+        Ok(members.into_iter().map(ActorId).collect())
+    }
+
+    /// Of `conversations` (this agent's), the titles of those whose current members include
+    /// every one of `readers`: the conversations a destination audience may be told a memory
+    /// came from. The others (and ids that are not this agent's) are absent. One statement for
+    /// every origin a search renders, instead of two or three per origin.
+    pub async fn titles_readable_by(
+        &self,
+        agent: AgentId,
+        conversations: &[ConversationId],
+        readers: &[ActorId],
+    ) -> Result<HashMap<ConversationId, String>, StoreError> {
+        let ids: Vec<Uuid> = conversations.iter().map(|c| c.0).collect();
+        let readers: Vec<Uuid> = readers.iter().map(|r| r.0).collect();
+        let rows: Vec<(ConversationId, String)> = sqlx::query_as(
+            "SELECT c.id, c.title
+               FROM conversations c
+              WHERE c.runtime_agent_id = $1 AND c.id = ANY($2::uuid[])
+                AND NOT EXISTS (SELECT 1 FROM unnest($3::uuid[]) AS reader(actor_id)
+                                 WHERE NOT EXISTS (SELECT 1 FROM conversation_memberships cm
+                                                    WHERE cm.conversation_id = c.id AND cm.left_at IS NULL
+                                                      AND cm.actor_id = reader.actor_id))",
+        )
+        .bind(agent)
+        .bind(ids)
+        .bind(readers)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.into_iter().map(|r| r.0).collect())
+        Ok(rows.into_iter().collect())
     }
 
     /// One conversation of this runtime agent, or `UnknownReference`.

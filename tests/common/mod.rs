@@ -227,3 +227,36 @@ pub async fn assert_projection_matches_canonical(pool: &PgPool) {
         assert!(stale.is_empty(), "rows whose embedding bits are not the active generation's: {stale:?}");
     }
 }
+
+/// Inserts an operator-approved grant on `revision` for `audience` (revoked at once when
+/// `revoked`), in plain SQL: creating grants through the API belongs to the sharing module and its
+/// tests; these tests need grants as data.
+pub async fn grant(
+    pool: &PgPool,
+    agent: AgentId,
+    revision: RevisionId,
+    audience: &[ActorId],
+    revoked: bool,
+) -> uuid::Uuid {
+    let id = uuid::Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO sharing_grants (id, runtime_agent_id, revision_id, authority, approved_by_role, reason, revoked_at, revoked_by)
+         VALUES ($1, $2, $3, 'operator_approval', 'test-operator', 'released for the test',
+                 CASE WHEN $4 THEN now() END, CASE WHEN $4 THEN 'test-operator' END)",
+    )
+    .bind(id)
+    .bind(agent)
+    .bind(revision)
+    .bind(revoked)
+    .execute(pool)
+    .await
+    .unwrap();
+    let actors: Vec<uuid::Uuid> = audience.iter().map(|a| a.0).collect();
+    sqlx::query("INSERT INTO sharing_grant_audience (grant_id, actor_id) SELECT $1, unnest($2::uuid[])")
+        .bind(id)
+        .bind(actors)
+        .execute(pool)
+        .await
+        .unwrap();
+    id
+}
