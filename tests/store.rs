@@ -474,3 +474,15 @@ async fn one_bad_remember_in_a_batch_fails_alone() {
     assert_eq!(after[2], before[2] + 10, "with one source each; nothing of the bad ones");
     common::assert_projection_matches_canonical(&db.pool).await;
 }
+
+#[tokio::test]
+async fn every_pool_the_crate_opens_plans_prepared_statements_once() {
+    let db = test_db().await;
+    let production = mesh_memory::database::connect(&db.url).await.unwrap();
+    for pool in [&db.pool, &production] {
+        let mode: String =
+            sqlx::query_scalar("SELECT current_setting('plan_cache_mode')").fetch_one(pool).await.unwrap();
+        assert_eq!(mode, "force_generic_plan");
+    }
+    production.close().await;
+}

@@ -131,7 +131,7 @@ pub async fn connect_as(server: &PgConnectOptions, role: &str, password: &str) -
     Ok(PgPoolOptions::new()
         .max_connections(4)
         .acquire_timeout(std::time::Duration::from_secs(10))
-        .connect_with(options)
+        .connect_with(crate::database::with_session_settings(options))
         .await?)
 }
 

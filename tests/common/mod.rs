@@ -63,7 +63,7 @@ pub async fn test_db() -> TestDb {
     let options = admin_options.database(&name);
     let pool = PgPoolOptions::new()
         .max_connections(10)
-        .connect_with(options.clone())
+        .connect_with(mesh_memory::database::with_session_settings(options.clone()))
         .await
         .expect("connect to the test database");
     mesh_memory::database::migrate(&pool).await.expect("migrations apply");
