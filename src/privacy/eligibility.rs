@@ -83,7 +83,8 @@ macro_rules! eligible_searchable_rows {
 /// the ranking features and the quantized embedding (`embedding_bits`, migration
 /// `20261202008200`) but no `body_tsv`, driven by audience classes (migration
 /// `20261202008000_audience_classes.sql`): the classes whose members cover `$3` are found in a
-/// small table, and their rows are read by an index-only scan of the covering class index. Same
+/// small table (through its GIN index, by `memory_covering_audience_classes`, whatever plan the
+/// statement gets), and their rows are read by an index-only scan of the covering class index. Same
 /// parameters (`$1` agent, `$2` conversation, `$3` audience), aliased by the caller.
 ///
 /// The audience branch is equivalent because `audience_class_id` is set exactly when
@@ -97,10 +98,9 @@ macro_rules! eligible_class_rows {
         concat!(
             "(SELECT elig_p.revision_id, elig_p.entry_id, elig_p.subject_actor_id,
                  elig_p.origin_conversation_id, elig_p.always_on, elig_p.created_at, elig_p.embedding_bits
-            FROM audience_classes elig_c
+            FROM memory_covering_audience_classes($1, $3::uuid[]) AS elig_c
             JOIN searchable_revisions elig_p ON elig_p.audience_class_id = elig_c.id
-           WHERE elig_c.runtime_agent_id = $1 AND $3::uuid[] IS NOT NULL AND elig_c.members @> $3::uuid[]
-             AND (elig_p.restriction = 'none' OR elig_p.restricted_conversation_id = $2)
+           WHERE (elig_p.restriction = 'none' OR elig_p.restricted_conversation_id = $2)
           UNION ALL ",
             $crate::eligible_by_grant!(
                 "elig_p.revision_id, elig_p.entry_id, elig_p.subject_actor_id,
