@@ -21,8 +21,8 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 /// withheld-count and hydration statements, more on the write path's trigger-heavy inserts). The
 /// statements are written for generic plans: query-side expressions sit in scalar subqueries,
 /// eligibility is expressed with the indexes the plans must use, and the refresh functions are
-/// PL/pgSQL with cached plans. At 1M revisions this took remembers from ~430–780/s to
-/// ~850–1,070/s and amends from ~90–210/s to ~260–285/s (BENCHMARKS.md).
+/// PL/pgSQL with cached plans. At 1M revisions, seven alternating runs against the previous
+/// binary: remembers 662 -> 781/s on average (BENCHMARKS.md, "retrieval at 1M").
 pub fn with_session_settings(options: PgConnectOptions) -> PgConnectOptions {
     options.options([("plan_cache_mode", "force_generic_plan")])
 }

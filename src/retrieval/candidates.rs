@@ -281,7 +281,8 @@ pub(crate) async fn lexical(
 /// small index with the whole query, so `unknown_evidence`, which decides
 /// `eligibility_withheld_unknown`, is exact and never crowded out) and up to `limit` others
 /// (`memory_withheld_known_matches`: one term at a time, a term with more than 2,000 matches
-/// sampled, so these counts are lower bounds). Bounded whatever the archive size; the rule names
+/// sampled, so these counts are lower bounds). Revisions a grant releases to this audience are
+/// read once (`released`) and left out of both. Bounded whatever the archive size; the rule names
 /// are those of `memory_eligibility_rule`, in its order. Only categories and counts leave this
 /// function, never text or ids.
 pub(crate) async fn withheld_lexical(
@@ -291,7 +292,10 @@ pub(crate) async fn withheld_lexical(
     limit: u32,
 ) -> Result<BTreeMap<String, i64>, sqlx::Error> {
     let rows: Vec<(String, i64)> = sqlx::query_as(concat!(
-        "SELECT CASE WHEN $3::uuid[] IS NULL THEN 'audience_unknown'
+        "WITH released AS (SELECT ARRAY(SELECT g.revision_id FROM ",
+        covering_grants!(),
+        " g) AS ids)
+         SELECT CASE WHEN $3::uuid[] IS NULL THEN 'audience_unknown'
                      WHEN w.restriction = 'conversation_only' AND w.restricted_conversation_id IS DISTINCT FROM $2
                           THEN 'restriction'
                      WHEN NOT w.evidence_known
@@ -303,16 +307,12 @@ pub(crate) async fn withheld_lexical(
            FROM ((SELECT w.revision_id, w.restriction, w.restricted_conversation_id, w.evidence_known
                     FROM searchable_revisions w
                    WHERE w.runtime_agent_id = $1 AND NOT w.evidence_known AND w.body_tsv @@ (SELECT $4::tsquery)
-                     AND w.revision_id NOT IN (SELECT g.revision_id FROM ",
-        covering_grants!(),
-        " g)
+                     AND w.revision_id <> ALL ((SELECT r.ids FROM released r)::uuid[])
                    LIMIT $5)
                  UNION ALL
                  SELECT k.revision_id, k.restriction, k.restricted_conversation_id, true
                    FROM memory_withheld_known_matches($1, $2, $3, $6::text[]::tsquery[],
-                                                      ARRAY(SELECT g.revision_id FROM ",
-        covering_grants!(),
-        " g), $5) AS k) AS w
+                                                      (SELECT r.ids FROM released r), $5) AS k) AS w
           GROUP BY 1 ORDER BY 1"
     ))
     .bind(ctx.agent)
