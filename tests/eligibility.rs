@@ -291,8 +291,12 @@ async fn load_facts(pool: &sqlx::PgPool, agent: AgentId) -> Facts {
             .fetch_all(pool)
             .await
             .unwrap();
-    let source_audience: Vec<(Uuid, Uuid)> =
-        sqlx::query_as("SELECT source_id, actor_id FROM revision_source_audience").fetch_all(pool).await.unwrap();
+    let source_audience: Vec<(Uuid, Uuid)> = sqlx::query_as(
+        "SELECT s.id, a.actor_id FROM revision_sources s CROSS JOIN LATERAL unnest(s.audience) AS a(actor_id)",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
     let grants: Vec<(Uuid, Uuid, bool)> =
         sqlx::query_as("SELECT id, revision_id, revoked_at IS NULL FROM sharing_grants WHERE runtime_agent_id = $1")
             .bind(agent)

@@ -6,7 +6,7 @@ use chrono::Duration;
 use common::{test_db, Person, TestDb, World};
 use mesh_memory::privacy::repair::{record_observation, repair_audience_evidence, review_source_evidence, RepairError};
 use mesh_memory::store::{Amendment, Direction, EvidenceView, NewMessage, SubjectUpdate, Topology, WriteOutcome};
-use mesh_memory::{ConversationId, EntryId, SourceId};
+use mesh_memory::{ActorId, ConversationId, EntryId, SourceId};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::PgPool;
 
@@ -284,6 +284,10 @@ async fn operator_review_needs_an_operator_role_and_is_logged_with_its_name() {
     let (operator, operator_name) = login_role(&db, true).await;
     let missing = review_source_evidence(&operator, source, &[legacy.priya.actor], "  ").await.unwrap_err();
     assert!(matches!(missing, RepairError::MissingReason));
+    let nobody = ActorId(uuid::Uuid::now_v7());
+    let unknown = review_source_evidence(&operator, source, &[legacy.priya.actor, nobody], "a typo").await.unwrap_err();
+    assert!(matches!(unknown, RepairError::UnknownActor), "{unknown}");
+    assert_eq!(evidence_of(&db, &legacy).await, vec![EvidenceView::Unknown]);
     review_source_evidence(&operator, source, &[legacy.priya.actor], "confirmed with Priya: DM").await.unwrap();
     match &evidence_of(&db, &legacy).await[..] {
         [EvidenceView::Known { actors, .. }] => assert_eq!(actors, &vec![legacy.priya.actor]),
@@ -337,7 +341,7 @@ async fn the_runtime_role_writes_memories_but_cannot_rewrite_provenance() {
     for statement in [
         "UPDATE revision_sources SET evidence = 'known'",
         "UPDATE revision_audience_summary SET evidence_known = true",
-        "DELETE FROM revision_source_audience",
+        "DELETE FROM revision_sources",
         "INSERT INTO evidence_repairs (source_id, revision_id, rule, audience, reason) SELECT id, revision_id, 'operator_review', '{}', 'forged' FROM revision_sources LIMIT 1",
     ] {
         let err = sqlx::query(statement).execute(&runtime_pool).await.expect_err(statement);

@@ -19,7 +19,7 @@ async fn count(pool: &PgPool, table: &str) -> i64 {
 async fn row_counts(pool: &PgPool) -> Vec<i64> {
     let mut counts = Vec::new();
     for table in
-        ["memory_entries", "memory_entry_revisions", "revision_sources", "revision_source_audience", "index_outbox"]
+        ["memory_entries", "memory_entry_revisions", "revision_sources", "revision_audience_summary", "index_outbox"]
     {
         counts.push(count(pool, table).await);
     }
@@ -319,6 +319,63 @@ async fn evidence_is_the_audience_at_message_time_and_unknown_topology_is_unknow
     }
     let old = db.store.entry_history(w.agent, old).await.unwrap().unwrap();
     assert_eq!(old.revisions[0].sources[0].evidence, EvidenceView::Unknown);
+}
+
+/// A source's audience is one sorted array on the source row (migration 20261203200000): the
+/// members when the message was sent without the agent, copied whole by an amend, and for a source
+/// naming another revision the intersection of that revision's sources.
+#[tokio::test]
+async fn a_source_audience_is_one_sorted_array_that_amends_copy_and_derived_sources_intersect() {
+    let db = test_db().await;
+    let mut w = World::new(&db.store, "agent").await;
+    let (priya, victor, ana) =
+        (w.person("Priya", "U1").await, w.person("Victor", "U2").await, w.person("Ana", "U3").await);
+    let everyone = w.conversation("G1", Topology::Group, &[&ana, &victor, &priya]).await;
+    let pair = w.conversation("G2", Topology::Group, &[&victor, &priya]).await;
+    let audiences = |revision: RevisionId| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, Vec<uuid::Uuid>>(
+                "SELECT audience FROM revision_sources WHERE revision_id = $1 ORDER BY kind, created_at",
+            )
+            .bind(revision)
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let mut all_three = vec![priya.actor.0, victor.actor.0, ana.actor.0];
+    all_three.sort();
+    let mut two = vec![priya.actor.0, victor.actor.0];
+    two.sort();
+
+    let (entry, first) = w.remember(everyone, &priya, None, "The launch slips a week").await;
+    assert_eq!(audiences(first).await, vec![all_three.clone()], "sorted members at send time, agent excluded");
+
+    let WriteOutcome::Committed(amended) =
+        db.store.amend_entry(amendment(&w, entry, first, "The launch slips two weeks")).await.unwrap()
+    else {
+        panic!("the amend commits")
+    };
+    assert_eq!(
+        audiences(amended.revision_id).await,
+        vec![all_three.clone(), all_three.clone()],
+        "copied message source and parent source"
+    );
+
+    let message = w.say(pair, &victor, "what did we decide?").await;
+    let mut derived = w.memory("Victor asked about the launch", None, victor.actor, pair, message);
+    derived.sources.push(SourceRef::RetrievedRevision(amended.revision_id));
+    let derived = db.store.create_entry(derived).await.unwrap();
+    assert_eq!(audiences(derived.revision_id).await, vec![two.clone(), all_three.clone()]);
+    let summary: Vec<uuid::Uuid> =
+        sqlx::query_scalar("SELECT audience FROM revision_audience_summary WHERE revision_id = $1")
+            .bind(derived.revision_id)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(summary, two, "a revision is readable by whom all of its sources were");
+    common::assert_projection_matches_canonical(&db.pool).await;
 }
 
 #[tokio::test]

@@ -303,12 +303,20 @@ pub async fn build(
     let mut revisions = CopyBuffer::new();
     let mut messages = CopyBuffer::new();
     let mut sources = CopyBuffer::new();
-    let mut audience = CopyBuffer::new();
+    // Each conversation's members (sorted above) as a source's audience array, as the store writes it.
+    let audiences: Vec<String> = conversations
+        .iter()
+        .map(|c| {
+            let listed: Vec<String> = c.members.iter().map(ToString::to_string).collect();
+            format!("{{{}}}", listed.join(","))
+        })
+        .collect();
     let mut loaded_revisions = 0;
     let mut entry_count = 0;
     let agent_text = agent.to_string();
     while loaded_revisions < spec.revisions {
-        let conversation = &conversations[rng.range(0, conversations.len())];
+        let conversation_index = rng.range(0, conversations.len());
+        let conversation = &conversations[conversation_index];
         let speaker = conversation.members[rng.range(0, conversation.members.len())];
         let revision_count = if rng.unit() < 0.1 { 2 } else { 1 }.min(spec.revisions - loaded_revisions);
         let forgotten = rng.unit() < 0.05;
@@ -360,12 +368,8 @@ pub async fn build(
                 &message.to_string(),
                 if known { "known" } else { "unknown" },
                 "synthetic",
+                if known { &audiences[conversation_index] } else { NULL },
             ]);
-            if known {
-                for m in &conversation.members {
-                    audience.row(&[&source.to_string(), &m.to_string()]);
-                }
-            }
         }
         loaded_revisions += revision_count;
         entry_count += 1;
@@ -381,8 +385,7 @@ pub async fn build(
     )
     .await?;
     copy(&mut tx, "COPY memory_entry_revisions (id, entry_id, runtime_agent_id, revision_number, operation, body, subject_actor_id, source_actor_id, created_at) FROM STDIN", revisions).await?;
-    copy(&mut tx, "COPY revision_sources (id, revision_id, runtime_agent_id, kind, message_id, evidence, evidence_basis) FROM STDIN", sources).await?;
-    copy(&mut tx, "COPY revision_source_audience (source_id, actor_id) FROM STDIN", audience).await?;
+    copy(&mut tx, "COPY revision_sources (id, revision_id, runtime_agent_id, kind, message_id, evidence, evidence_basis, audience) FROM STDIN", sources).await?;
     progress("committing");
     tx.commit().await?;
     // VACUUM as well as ANALYZE: it sets the visibility map, as autovacuum does on a settled

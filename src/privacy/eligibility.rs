@@ -404,9 +404,8 @@ async fn failing_source(
             .await?;
     let missing_actors: Vec<ActorId> = if evidence == "known" {
         sqlx::query_as::<_, (ActorId,)>(
-            "SELECT d.actor_id FROM unnest($2::uuid[]) AS d(actor_id)
-              WHERE NOT EXISTS (SELECT 1 FROM revision_source_audience a
-                                 WHERE a.source_id = $1 AND a.actor_id = d.actor_id)
+            "SELECT d.actor_id FROM unnest($2::uuid[]) AS d(actor_id), revision_sources s
+              WHERE s.id = $1 AND d.actor_id <> ALL (s.audience)
               ORDER BY d.actor_id",
         )
         .bind(source)

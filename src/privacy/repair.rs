@@ -28,6 +28,9 @@ pub enum RepairError {
     /// The source does not exist or is already known.
     #[error("source {0} does not exist or already has known evidence")]
     NotReviewable(SourceId),
+    /// A review named an actor id with no actor row: evidence names real actors only.
+    #[error("the review names an actor that does not exist")]
+    UnknownActor,
     /// PostgreSQL failed; the transaction rolled back.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
@@ -125,6 +128,7 @@ pub async fn review_source_evidence(
         Err(sqlx::Error::Database(db)) if matches!(db.code().as_deref(), Some("P0002") | Some("22023")) => {
             Err(RepairError::NotReviewable(source))
         }
+        Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("23503") => Err(RepairError::UnknownActor),
         Err(other) => Err(other.into()),
     }
 }

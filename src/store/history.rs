@@ -151,13 +151,11 @@ impl Store {
         let sources: Vec<SourceRow> = sqlx::query_as(
             "SELECT s.id, s.revision_id, s.kind::text AS kind, s.message_id, m.conversation_id, s.parent_revision_id,
                     s.evidence::text AS evidence, s.evidence_basis,
-                    coalesce(array_agg(a.actor_id ORDER BY a.actor_id) FILTER (WHERE a.actor_id IS NOT NULL), '{}') AS audience
+                    coalesce(s.audience, '{}') AS audience
                FROM revision_sources s
                JOIN memory_entry_revisions r ON r.id = s.revision_id
                LEFT JOIN messages m ON m.id = s.message_id
-               LEFT JOIN revision_source_audience a ON a.source_id = s.id
               WHERE r.entry_id = $1
-              GROUP BY s.id, m.conversation_id
               ORDER BY s.created_at, s.kind, s.id",
         )
         .bind(entry)

@@ -1,5 +1,5 @@
-//! Lineage sources and their audience evidence (tables `revision_sources`,
-//! `revision_source_audience`).
+//! Lineage sources and their audience evidence (table `revision_sources`; a source's audience is
+//! its `audience` column, sorted actor ids, NULL exactly when the evidence is unknown).
 //!
 //! Evidence is computed here, in SQL, from structured rows, never taken from a caller:
 //! - a message source's audience is the conversation's members at the time the message was sent
@@ -92,34 +92,29 @@ async fn insert_message_sources(
              SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[])
                         AS i(source_id, agent_id, revision_id, message_id, kind)
          ), msg AS (
-             SELECT i.source_id, i.agent_id, i.revision_id, i.kind, m.id, m.conversation_id, m.sent_at,
-                    m.sender_actor_id, m.direction, c.topology <> 'unknown' AS known
+             SELECT i.source_id, i.agent_id, i.revision_id, i.kind, m.id, c.topology <> 'unknown' AS known,
+                    ARRAY(SELECT readers.actor_id
+                            FROM (SELECT cm.actor_id FROM conversation_memberships cm
+                                   WHERE cm.conversation_id = m.conversation_id AND cm.joined_at <= m.sent_at
+                                     AND (cm.left_at IS NULL OR cm.left_at > m.sent_at)
+                                  UNION
+                                  SELECT m.sender_actor_id WHERE m.direction = 'inbound') readers
+                           WHERE readers.actor_id <> ra.actor_id
+                           ORDER BY readers.actor_id) AS readers
                FROM input i
                JOIN messages m ON m.id = i.message_id AND m.runtime_agent_id = i.agent_id
                JOIN conversations c ON c.id = m.conversation_id
-         ), source AS (
-             INSERT INTO revision_sources (id, revision_id, runtime_agent_id, kind, message_id, evidence, evidence_basis)
-             SELECT msg.source_id, msg.revision_id, msg.agent_id, msg.kind::revision_source_kind, msg.id,
-                    CASE WHEN msg.known THEN 'known' ELSE 'unknown' END::audience_evidence_state,
-                    CASE WHEN msg.known THEN 'conversation members when the message was sent'
-                         ELSE 'conversation topology is not proven' END
-               FROM msg
-             RETURNING id
-         ), audience AS (
-             INSERT INTO revision_source_audience (source_id, actor_id)
-             SELECT DISTINCT msg.source_id, readers.actor_id
-               FROM msg
-               CROSS JOIN LATERAL (
-                   SELECT cm.actor_id FROM conversation_memberships cm
-                    WHERE cm.conversation_id = msg.conversation_id AND cm.joined_at <= msg.sent_at
-                      AND (cm.left_at IS NULL OR cm.left_at > msg.sent_at)
-                   UNION
-                   SELECT msg.sender_actor_id WHERE msg.direction = 'inbound'
-               ) readers
-               JOIN runtime_agents ra ON ra.id = msg.agent_id
-              WHERE msg.known AND readers.actor_id <> ra.actor_id
+               JOIN runtime_agents ra ON ra.id = m.runtime_agent_id
          )
-         SELECT id FROM source",
+         INSERT INTO revision_sources (id, revision_id, runtime_agent_id, kind, message_id, evidence, evidence_basis,
+                                       audience)
+         SELECT msg.source_id, msg.revision_id, msg.agent_id, msg.kind::revision_source_kind, msg.id,
+                CASE WHEN msg.known THEN 'known' ELSE 'unknown' END::audience_evidence_state,
+                CASE WHEN msg.known THEN 'conversation members when the message was sent'
+                     ELSE 'conversation topology is not proven' END,
+                CASE WHEN msg.known THEN msg.readers END
+           FROM msg
+         RETURNING id",
     )
     .bind(&ids)
     .bind(&agents)
@@ -175,8 +170,10 @@ async fn insert_revision_source_with_id(
         ("unknown", "that revision has a source of unknown audience")
     };
     sqlx::query(
-        "INSERT INTO revision_sources (id, revision_id, runtime_agent_id, kind, parent_revision_id, evidence, evidence_basis)
-         VALUES ($1, $2, $3, $4::revision_source_kind, $5, $6::audience_evidence_state, $7)",
+        "INSERT INTO revision_sources (id, revision_id, runtime_agent_id, kind, parent_revision_id, evidence, evidence_basis,
+                                       audience)
+         VALUES ($1, $2, $3, $4::revision_source_kind, $5, $6::audience_evidence_state, $7,
+                 CASE WHEN $8 THEN memory_source_audience_intersection($5) END)",
     )
     .bind(source)
     .bind(revision)
@@ -185,23 +182,9 @@ async fn insert_revision_source_with_id(
     .bind(parent)
     .bind(evidence)
     .bind(basis)
+    .bind(known)
     .execute(&mut **tx)
     .await?;
-    if known {
-        sqlx::query(
-            "INSERT INTO revision_source_audience (source_id, actor_id)
-             SELECT $1, a.actor_id FROM revision_source_audience a
-               JOIN revision_sources s ON s.id = a.source_id
-              WHERE s.revision_id = $2
-              GROUP BY a.actor_id
-             HAVING count(*) = $3",
-        )
-        .bind(source)
-        .bind(parent)
-        .bind(source_count)
-        .execute(&mut **tx)
-        .await?;
-    }
     Ok(())
 }
 
@@ -213,17 +196,11 @@ pub(crate) async fn copy_sources(
     to: RevisionId,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "WITH old AS MATERIALIZED (
-             SELECT s.*, gen_random_uuid() AS new_id FROM revision_sources s WHERE s.revision_id = $1
-         ), copied AS (
-             INSERT INTO revision_sources (id, revision_id, runtime_agent_id, kind, message_id,
-                                           parent_revision_id, evidence, evidence_basis)
-             SELECT new_id, $2, runtime_agent_id, kind, message_id, parent_revision_id, evidence, evidence_basis
-               FROM old
-             RETURNING id
-         )
-         INSERT INTO revision_source_audience (source_id, actor_id)
-         SELECT old.new_id, a.actor_id FROM old JOIN revision_source_audience a ON a.source_id = old.id",
+        "INSERT INTO revision_sources (id, revision_id, runtime_agent_id, kind, message_id, parent_revision_id,
+                                       evidence, evidence_basis, audience)
+         SELECT gen_random_uuid(), $2, runtime_agent_id, kind, message_id, parent_revision_id, evidence,
+                evidence_basis, audience
+           FROM revision_sources WHERE revision_id = $1",
     )
     .bind(from)
     .bind(to)
