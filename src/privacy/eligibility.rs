@@ -397,27 +397,20 @@ async fn failing_source(
     context: &EligibilityContext,
     source: SourceId,
 ) -> Result<FailingSource, PrivacyError> {
-    let (kind, evidence, evidence_basis): (String, String, String) =
-        sqlx::query_as("SELECT kind::text, evidence::text, evidence_basis FROM revision_sources WHERE id = $1")
-            .bind(source)
-            .fetch_one(pool)
-            .await?;
-    let missing_actors: Vec<ActorId> = if evidence == "known" {
-        sqlx::query_as::<_, (ActorId,)>(
-            "SELECT d.actor_id FROM unnest($2::uuid[]) AS d(actor_id), revision_sources s
-              WHERE s.id = $1 AND d.actor_id <> ALL (s.audience)
-              ORDER BY d.actor_id",
-        )
-        .bind(source)
-        .bind(context.audience_uuids())
-        .fetch_all(pool)
-        .await?
-        .into_iter()
-        .map(|r| r.0)
-        .collect()
-    } else {
-        Vec::new()
-    };
+    // One read of the source: who in the destination audience its known audience lacks (none
+    // when its evidence is unknown: that source fails on evidence, not on an actor).
+    let (kind, evidence_basis, missing): (String, String, Vec<uuid::Uuid>) = sqlx::query_as(
+        "SELECT s.kind::text, s.evidence_basis,
+                ARRAY(SELECT d.actor_id FROM unnest($2::uuid[]) AS d(actor_id)
+                       WHERE s.evidence = 'known' AND d.actor_id <> ALL (s.audience)
+                       ORDER BY d.actor_id)
+           FROM revision_sources s WHERE s.id = $1",
+    )
+    .bind(source)
+    .bind(context.audience_uuids())
+    .fetch_one(pool)
+    .await?;
+    let missing_actors = missing.into_iter().map(ActorId).collect();
     Ok(FailingSource { source_id: source, kind, evidence_basis, missing_actors })
 }
 
