@@ -27,11 +27,33 @@ pub fn with_session_settings(options: PgConnectOptions) -> PgConnectOptions {
     options.options([("plan_cache_mode", "force_generic_plan")])
 }
 
+/// A pooled connection idle for longer than this is checked with a round trip before it is lent.
+const IDLE_BEFORE_PING: Duration = Duration::from_secs(30);
+
+/// The pool settings of every pool this crate opens.
+///
+/// sqlx checks each pooled connection with a round trip (a `Sync` message) every time it is lent
+/// out. Every statement run on the pool paid it: a search runs several statements, a group-commit
+/// batch one transaction, and on a two-core machine a round trip is a pair of context switches.
+/// Only a connection that sat idle long enough to have been dropped by the server or the network
+/// is checked now; a connection that breaks in between fails its next statement with an I/O
+/// error, as it would have done if it broke just after the check.
+pub(crate) fn pool_options() -> PgPoolOptions {
+    PgPoolOptions::new().test_before_acquire(false).before_acquire(|conn, meta| {
+        Box::pin(async move {
+            if meta.idle_for > IDLE_BEFORE_PING {
+                sqlx::Connection::ping(conn).await?;
+            }
+            Ok(true)
+        })
+    })
+}
+
 /// Opens a pool on `url`. Connection errors are returned, never retried forever, so a missing
 /// server is reported within the acquire timeout.
 pub async fn connect(url: &str) -> Result<PgPool, sqlx::Error> {
     let options: PgConnectOptions = url.parse()?;
-    PgPoolOptions::new()
+    pool_options()
         .max_connections(8)
         .acquire_timeout(Duration::from_secs(10))
         .connect_with(with_session_settings(options.application_name("mesh-memory")))
@@ -119,7 +141,7 @@ impl ScratchDatabase {
 
     /// A pool on the existing database `name`, migrated to this binary's schema.
     async fn open(admin: &PgConnectOptions, name: String, max_connections: u32) -> Result<Self, OpenError> {
-        let pool = PgPoolOptions::new()
+        let pool = pool_options()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(with_session_settings(admin.clone().database(&name)))

@@ -8,7 +8,7 @@ use mesh_memory::store::{
     Amendment, EvidenceView, NothingChangedReason, SourceRef, StoreError, SubjectUpdate, Topology, WriteOperation,
     WriteOutcome, MAX_BODY_CHARS,
 };
-use mesh_memory::{EntryId, RevisionId};
+use mesh_memory::{EntryId, MessageId, RevisionId};
 use sqlx::PgPool;
 
 async fn count(pool: &PgPool, table: &str) -> i64 {
@@ -252,16 +252,32 @@ async fn a_foreign_or_missing_parent_rejects_the_whole_write() {
     let their_message = theirs.say(their_conv, &them, "another secret").await;
     let my_message = mine.say(my_conv, &me, "my fact").await;
 
+    let (entry, revision) = mine.remember(my_conv, &me, None, "an earlier fact").await;
+    let missing_message = MessageId::generate();
+    let missing_revision = RevisionId::generate();
     let before = row_counts(&db.pool).await;
-    for bad in [
-        SourceRef::RetrievedRevision(their_revision),
-        SourceRef::RetrievedRevision(RevisionId::generate()),
-        SourceRef::HistoryMessage(their_message),
+    // Retrieved revisions are written after the batch's one statement, in the same transaction;
+    // message sources inside it: either way the first bad reference is named and nothing commits.
+    for (bad, kind, id) in [
+        (SourceRef::RetrievedRevision(their_revision), "revision", their_revision.0),
+        (SourceRef::RetrievedRevision(missing_revision), "revision", missing_revision.0),
+        (SourceRef::HistoryMessage(their_message), "message", their_message.0),
+        (SourceRef::Message(missing_message), "message", missing_message.0),
     ] {
         let mut memory = mine.memory("my fact", None, me.actor, my_conv, my_message);
         memory.sources.push(bad);
         let err = db.store.create_entry(memory).await.unwrap_err();
-        assert!(matches!(err, StoreError::ForeignOrMissingSource { .. }), "{bad:?}: {err}");
+        assert!(
+            matches!(err, StoreError::ForeignOrMissingSource { kind: k, id: i } if k == kind && i == id),
+            "{bad:?}: {err}"
+        );
+        let mut amend = amendment(&mine, entry, revision, "my amended fact");
+        amend.sources = vec![SourceRef::Message(my_message), bad];
+        let err = db.store.amend_entry(amend).await.unwrap_err();
+        assert!(
+            matches!(err, StoreError::ForeignOrMissingSource { kind: k, id: i } if k == kind && i == id),
+            "amend with {bad:?}: {err}"
+        );
     }
     assert_eq!(before, row_counts(&db.pool).await, "nothing of a rejected write is committed");
 }

@@ -1,7 +1,9 @@
 //! Lineage sources and their audience evidence (table `revision_sources`; a source's audience is
 //! its `audience` column, sorted actor ids, NULL exactly when the evidence is unknown).
 //!
-//! Evidence is computed here, in SQL, from structured rows, never taken from a caller:
+//! Evidence is computed in SQL from structured rows, never taken from a caller (message sources
+//! by the schema's `memory_insert_message_sources`, migration `20261204000000`; derived sources by
+//! the statements here):
 //! - a message source's audience is the conversation's members at the time the message was sent
 //!   (plus its inbound sender); a conversation of `unknown` topology gives `unknown` evidence;
 //! - a retrieved-revision or parent-revision source's audience is the intersection of that
@@ -50,7 +52,27 @@ pub(crate) async fn insert_sources(
     tx: &mut Transaction<'_, Postgres>,
     planned: &[PlannedSource],
 ) -> Result<(), StoreError> {
-    insert_message_sources(tx, planned).await?;
+    let messages = MessageSourceColumns::of(planned);
+    if !messages.is_empty() {
+        sqlx::query("SELECT memory_insert_message_sources($1, $2, $3, $4, $5)")
+            .bind(&messages.ids)
+            .bind(&messages.agents)
+            .bind(&messages.revisions)
+            .bind(&messages.messages)
+            .bind(&messages.kinds)
+            .execute(&mut **tx)
+            .await
+            .map_err(|e| foreign_message_source(&e).unwrap_or(StoreError::Database(e)))?;
+    }
+    insert_retrieved_revision_sources(tx, planned).await
+}
+
+/// Inserts the retrieved-revision sources among `planned`, one at a time (each computes the
+/// intersection of the retrieved revision's evidence).
+pub(crate) async fn insert_retrieved_revision_sources(
+    tx: &mut Transaction<'_, Postgres>,
+    planned: &[PlannedSource],
+) -> Result<(), StoreError> {
     for p in planned {
         if let SourceRef::RetrievedRevision(r) = p.source {
             insert_revision_source_with_id(tx, p.id, p.agent, p.revision, r, "retrieved_revision").await?;
@@ -59,76 +81,65 @@ pub(crate) async fn insert_sources(
     Ok(())
 }
 
-/// One statement for all message sources: finds each message (of the writing agent only),
-/// inserts the source with its evidence and, when known, the audience: the members when the
-/// message was sent plus its inbound sender, without the agent's own actor. Nothing is inserted
-/// for a foreign or missing message, and the first such message is reported.
-async fn insert_message_sources(
-    tx: &mut Transaction<'_, Postgres>,
-    planned: &[PlannedSource],
-) -> Result<(), StoreError> {
-    let mut ids = Vec::new();
-    let mut agents = Vec::new();
-    let mut revisions = Vec::new();
-    let mut messages = Vec::new();
-    let mut kinds = Vec::new();
-    for p in planned {
-        let (message, kind) = match p.source {
-            SourceRef::Message(m) => (m, "message"),
-            SourceRef::HistoryMessage(m) => (m, "history_message"),
-            SourceRef::RetrievedRevision(_) => continue,
-        };
-        ids.push(p.id.0);
-        agents.push(p.agent.0);
-        revisions.push(p.revision.0);
-        messages.push(message.0);
-        kinds.push(kind);
+/// Whether any of `planned` names a retrieved revision (written by
+/// [`insert_retrieved_revision_sources`], not by the message-source statement).
+pub(crate) fn names_retrieved_revisions(planned: &[PlannedSource]) -> bool {
+    planned.iter().any(|p| matches!(p.source, SourceRef::RetrievedRevision(_)))
+}
+
+/// The message sources of a write as parallel columns: the array parameters of the schema's
+/// `memory_insert_message_sources` (and `memory_write_creates`), which find each message of the
+/// writing agent and compute its evidence in SQL: the conversation's members when the message was
+/// sent plus its inbound sender, without the agent's own actor; `unknown` for a conversation of
+/// unknown topology.
+#[derive(Debug, Default)]
+pub(crate) struct MessageSourceColumns {
+    pub ids: Vec<uuid::Uuid>,
+    pub agents: Vec<uuid::Uuid>,
+    pub revisions: Vec<uuid::Uuid>,
+    pub messages: Vec<uuid::Uuid>,
+    pub kinds: Vec<&'static str>,
+}
+
+impl MessageSourceColumns {
+    /// The message and history-message sources among `planned`, in order.
+    pub(crate) fn of(planned: &[PlannedSource]) -> Self {
+        let mut columns = MessageSourceColumns::default();
+        for p in planned {
+            let (message, kind) = match p.source {
+                SourceRef::Message(m) => (m, "message"),
+                SourceRef::HistoryMessage(m) => (m, "history_message"),
+                SourceRef::RetrievedRevision(_) => continue,
+            };
+            columns.ids.push(p.id.0);
+            columns.agents.push(p.agent.0);
+            columns.revisions.push(p.revision.0);
+            columns.messages.push(message.0);
+            columns.kinds.push(kind);
+        }
+        columns
     }
-    if ids.is_empty() {
-        return Ok(());
+
+    /// Whether there is no message source.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ids.is_empty()
     }
-    let inserted: Vec<uuid::Uuid> = sqlx::query_scalar(
-        "WITH input AS (
-             SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[])
-                        AS i(source_id, agent_id, revision_id, message_id, kind)
-         ), msg AS (
-             SELECT i.source_id, i.agent_id, i.revision_id, i.kind, m.id, c.topology <> 'unknown' AS known,
-                    ARRAY(SELECT readers.actor_id
-                            FROM (SELECT cm.actor_id FROM conversation_memberships cm
-                                   WHERE cm.conversation_id = m.conversation_id AND cm.joined_at <= m.sent_at
-                                     AND (cm.left_at IS NULL OR cm.left_at > m.sent_at)
-                                  UNION
-                                  SELECT m.sender_actor_id WHERE m.direction = 'inbound') readers
-                           WHERE readers.actor_id <> ra.actor_id
-                           ORDER BY readers.actor_id) AS readers
-               FROM input i
-               JOIN messages m ON m.id = i.message_id AND m.runtime_agent_id = i.agent_id
-               JOIN conversations c ON c.id = m.conversation_id
-               JOIN runtime_agents ra ON ra.id = m.runtime_agent_id
-         )
-         INSERT INTO revision_sources (id, revision_id, runtime_agent_id, kind, message_id, evidence, evidence_basis,
-                                       audience)
-         SELECT msg.source_id, msg.revision_id, msg.agent_id, msg.kind::revision_source_kind, msg.id,
-                CASE WHEN msg.known THEN 'known' ELSE 'unknown' END::audience_evidence_state,
-                CASE WHEN msg.known THEN 'conversation members when the message was sent'
-                     ELSE 'conversation topology is not proven' END,
-                CASE WHEN msg.known THEN msg.readers END
-           FROM msg
-         RETURNING id",
-    )
-    .bind(&ids)
-    .bind(&agents)
-    .bind(&revisions)
-    .bind(&messages)
-    .bind(&kinds)
-    .fetch_all(&mut **tx)
-    .await?;
-    if inserted.len() == ids.len() {
-        return Ok(());
+}
+
+/// The constraint name `memory_insert_message_sources` raises for a missing or foreign message.
+const MESSAGE_OF_THE_WRITING_AGENT: &str = "revision_sources_message_of_the_writing_agent";
+
+/// The typed error for a message source that is missing or belongs to another runtime agent
+/// (the schema reports the first such message's id in the error's detail); `None` for any other
+/// error.
+pub(crate) fn foreign_message_source(err: &sqlx::Error) -> Option<StoreError> {
+    let sqlx::Error::Database(db) = err else { return None };
+    if db.constraint() != Some(MESSAGE_OF_THE_WRITING_AGENT) {
+        return None;
     }
-    let inserted: std::collections::HashSet<uuid::Uuid> = inserted.into_iter().collect();
-    let missing = ids.iter().zip(&messages).find(|(id, _)| !inserted.contains(*id)).map(|(_, m)| *m);
-    Err(StoreError::ForeignOrMissingSource { kind: "message", id: missing.unwrap_or_default() })
+    let detail = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>().and_then(|pg| pg.detail());
+    let id = detail.and_then(|d| d.parse().ok()).unwrap_or_default();
+    Some(StoreError::ForeignOrMissingSource { kind: "message", id })
 }
 
 /// Inserts a source naming another revision, with the intersection of its evidence.

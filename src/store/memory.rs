@@ -3,9 +3,12 @@
 //! returns what committed.
 
 use serde::{Deserialize, Serialize};
-use sqlx::{PgPool, Postgres, Transaction};
+use sqlx::{PgExecutor, PgPool, Postgres, Transaction};
 
-use super::lineage::{copy_sources, insert_revision_source, insert_sources, PlannedSource, SourceRef};
+use super::lineage::{
+    copy_sources, foreign_message_source, insert_retrieved_revision_sources, insert_revision_source, insert_sources,
+    names_retrieved_revisions, MessageSourceColumns, PlannedSource, SourceRef,
+};
 use super::{Store, StoreError};
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RevisionId, SourceId};
 
@@ -219,7 +222,8 @@ impl PreparedCreate {
     }
 }
 
-/// The creates' fields as parallel arrays (one element per create) for the `unnest` statements.
+/// The creates' fields as parallel arrays (one element per create): the array parameters of
+/// `memory_write_creates`.
 struct CreateColumns<'a> {
     entries: Vec<uuid::Uuid>,
     revisions: Vec<uuid::Uuid>,
@@ -261,11 +265,13 @@ impl<'a> CreateColumns<'a> {
     }
 }
 
-/// Writes the creates in one transaction of set-based statements (entries, revisions with their
-/// outbox rows, then every source), so that concurrent remembers share one commit and the derived
-/// rows are refreshed once per statement for all of them. All commit or none does. For a single
-/// create, a reference that does not exist is reported as the typed error naming it; for several,
-/// the caller writes each alone to find out which one failed.
+/// Writes the creates all together: one call of the schema's `memory_write_creates` (entries,
+/// revisions with their outbox rows, every message source, in that order), which is one round trip
+/// and its own transaction; only when a create names a retrieved revision is the call wrapped in a
+/// transaction that also writes those sources. Concurrent remembers share one commit and the
+/// derived rows are refreshed once per statement for all of them. All commit or none does. For a
+/// single create, a reference that does not exist is reported as the typed error naming it; for
+/// several, the caller writes each alone to find out which one failed.
 pub(crate) async fn write_creates(pool: &PgPool, creates: &[&PreparedCreate]) -> Result<(), StoreError> {
     // References are checked by the schema's foreign keys (no lookup round trips) and a violation
     // is mapped to the typed error naming the reference; the transaction rolls back.
@@ -274,60 +280,42 @@ pub(crate) async fn write_creates(pool: &PgPool, creates: &[&PreparedCreate]) ->
         _ => StoreError::Database(e),
     };
     let columns = CreateColumns::of(creates);
-    let mut tx = pool.begin().await?;
-    insert_entries(&mut tx, &columns).await.map_err(reference_error)?;
-    insert_first_revisions(&mut tx, &columns).await.map_err(reference_error)?;
     let sources: Vec<PlannedSource> = creates.iter().flat_map(|c| c.sources.iter().copied()).collect();
-    insert_sources(&mut tx, &sources).await?;
+    let messages = MessageSourceColumns::of(&sources);
+    if !names_retrieved_revisions(&sources) {
+        return call_write_creates(pool, &columns, &messages).await.map_err(reference_error);
+    }
+    let mut tx = pool.begin().await?;
+    call_write_creates(&mut *tx, &columns, &messages).await.map_err(reference_error)?;
+    insert_retrieved_revision_sources(&mut tx, &sources).await?;
     tx.commit().await?;
     Ok(())
 }
 
-/// The entry rows, each pointing at its first revision (the FK is deferred to commit).
-async fn insert_entries(tx: &mut Transaction<'_, Postgres>, columns: &CreateColumns<'_>) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "INSERT INTO memory_entries (id, runtime_agent_id, always_on, restriction, restricted_conversation_id,
-                                     origin_conversation_id, current_revision_id)
-         SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::bool[], $4::text[]::memory_restriction[], $5::uuid[],
-                              $6::uuid[], $7::uuid[])",
-    )
-    .bind(&columns.entries)
-    .bind(&columns.agents)
-    .bind(&columns.always_on)
-    .bind(&columns.restrictions)
-    .bind(&columns.restricted_to)
-    .bind(&columns.origins)
-    .bind(&columns.revisions)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
-/// Revision 1 of each entry, with its outbox row in the same statement.
-async fn insert_first_revisions(
-    tx: &mut Transaction<'_, Postgres>,
+/// One call of `memory_write_creates` (migration `20261204000000`) with the batch's columns.
+async fn call_write_creates<'e>(
+    executor: impl PgExecutor<'e>,
     columns: &CreateColumns<'_>,
+    messages: &MessageSourceColumns,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "WITH revision AS (
-             INSERT INTO memory_entry_revisions (id, entry_id, runtime_agent_id, revision_number, operation, body,
-                                                 subject_actor_id, source_actor_id)
-             SELECT r.id, r.entry_id, r.agent_id, 1, 'create', r.body, r.subject, r.source_actor
-               FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::uuid[], $6::uuid[])
-                    AS r(id, entry_id, agent_id, body, subject, source_actor)
-             RETURNING id, runtime_agent_id
-         )
-         INSERT INTO index_outbox (runtime_agent_id, revision_id, work)
-         SELECT runtime_agent_id, id, 'index_revision' FROM revision",
-    )
-    .bind(&columns.revisions)
-    .bind(&columns.entries)
-    .bind(&columns.agents)
-    .bind(&columns.bodies)
-    .bind(&columns.subjects)
-    .bind(&columns.source_actors)
-    .execute(&mut **tx)
-    .await?;
+    sqlx::query("SELECT memory_write_creates($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)")
+        .bind(&columns.entries)
+        .bind(&columns.revisions)
+        .bind(&columns.agents)
+        .bind(&columns.always_on)
+        .bind(&columns.restrictions)
+        .bind(&columns.restricted_to)
+        .bind(&columns.origins)
+        .bind(&columns.bodies)
+        .bind(&columns.subjects)
+        .bind(&columns.source_actors)
+        .bind(&messages.ids)
+        .bind(&messages.agents)
+        .bind(&messages.revisions)
+        .bind(&messages.messages)
+        .bind(&messages.kinds)
+        .execute(executor)
+        .await?;
     Ok(())
 }
 
@@ -506,6 +494,9 @@ impl Store {
 /// Maps a foreign-key violation of a new entry or revision to the typed error naming the
 /// reference that does not exist (constraint names are PostgreSQL's defaults, `<table>_<cols>_fkey`).
 fn reference_error(err: sqlx::Error, new: &NewMemory) -> StoreError {
+    if let Some(source_error) = foreign_message_source(&err) {
+        return source_error;
+    }
     let sqlx::Error::Database(db) = &err else { return StoreError::Database(err) };
     if !db.is_foreign_key_violation() {
         return StoreError::Database(err);

@@ -10,7 +10,7 @@
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::PgConnectOptions;
 use sqlx::PgPool;
 
 use super::StoreError;
@@ -128,7 +128,7 @@ pub async fn operator_login_roles(admin: &PgPool) -> Result<Vec<String>, StoreEr
 /// server, reported without the password.
 pub async fn connect_as(server: &PgConnectOptions, role: &str, password: &str) -> Result<PgPool, StoreError> {
     let options = server.clone().username(role).password(password).application_name("mesh-memory-console");
-    Ok(PgPoolOptions::new()
+    Ok(crate::database::pool_options()
         .max_connections(4)
         .acquire_timeout(std::time::Duration::from_secs(10))
         .connect_with(crate::database::with_session_settings(options))
