@@ -12,6 +12,8 @@
 //!   withheld for review rather than silently widened.
 
 use serde::{Deserialize, Serialize};
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
 use sqlx::{Postgres, Transaction};
 
 use super::StoreError;
@@ -54,12 +56,8 @@ pub(crate) async fn insert_sources(
 ) -> Result<(), StoreError> {
     let messages = MessageSourceColumns::of(planned);
     if !messages.is_empty() {
-        sqlx::query("SELECT memory_insert_message_sources($1, $2, $3, $4, $5)")
-            .bind(&messages.ids)
-            .bind(&messages.agents)
-            .bind(&messages.revisions)
-            .bind(&messages.messages)
-            .bind(&messages.kinds)
+        messages
+            .bind(sqlx::query("SELECT memory_insert_message_sources($1, $2, $3, $4, $5)"))
             .execute(&mut **tx)
             .await
             .map_err(|e| foreign_message_source(&e).unwrap_or(StoreError::Database(e)))?;
@@ -94,11 +92,11 @@ pub(crate) fn names_retrieved_revisions(planned: &[PlannedSource]) -> bool {
 /// unknown topology.
 #[derive(Debug, Default)]
 pub(crate) struct MessageSourceColumns {
-    pub ids: Vec<uuid::Uuid>,
-    pub agents: Vec<uuid::Uuid>,
-    pub revisions: Vec<uuid::Uuid>,
-    pub messages: Vec<uuid::Uuid>,
-    pub kinds: Vec<&'static str>,
+    ids: Vec<uuid::Uuid>,
+    agents: Vec<uuid::Uuid>,
+    revisions: Vec<uuid::Uuid>,
+    messages: Vec<uuid::Uuid>,
+    kinds: Vec<&'static str>,
 }
 
 impl MessageSourceColumns {
@@ -123,6 +121,12 @@ impl MessageSourceColumns {
     /// Whether there is no message source.
     pub(crate) fn is_empty(&self) -> bool {
         self.ids.is_empty()
+    }
+
+    /// Binds the columns as the query's next five parameters, in the order both schema functions
+    /// take them (source ids, agents, revisions, messages, kinds).
+    pub(crate) fn bind<'q>(&'q self, query: Query<'q, Postgres, PgArguments>) -> Query<'q, Postgres, PgArguments> {
+        query.bind(&self.ids).bind(&self.agents).bind(&self.revisions).bind(&self.messages).bind(&self.kinds)
     }
 }
 

@@ -298,24 +298,19 @@ async fn call_write_creates<'e>(
     columns: &CreateColumns<'_>,
     messages: &MessageSourceColumns,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT memory_write_creates($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)")
-        .bind(&columns.entries)
-        .bind(&columns.revisions)
-        .bind(&columns.agents)
-        .bind(&columns.always_on)
-        .bind(&columns.restrictions)
-        .bind(&columns.restricted_to)
-        .bind(&columns.origins)
-        .bind(&columns.bodies)
-        .bind(&columns.subjects)
-        .bind(&columns.source_actors)
-        .bind(&messages.ids)
-        .bind(&messages.agents)
-        .bind(&messages.revisions)
-        .bind(&messages.messages)
-        .bind(&messages.kinds)
-        .execute(executor)
-        .await?;
+    let query =
+        sqlx::query("SELECT memory_write_creates($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)")
+            .bind(&columns.entries)
+            .bind(&columns.revisions)
+            .bind(&columns.agents)
+            .bind(&columns.always_on)
+            .bind(&columns.restrictions)
+            .bind(&columns.restricted_to)
+            .bind(&columns.origins)
+            .bind(&columns.bodies)
+            .bind(&columns.subjects)
+            .bind(&columns.source_actors);
+    messages.bind(query).execute(executor).await?;
     Ok(())
 }
 
