@@ -224,14 +224,15 @@ impl EmbeddedCluster {
         text.push_str(&format!(
             "\n# mesh-memory: private cluster, unix socket only\nlisten_addresses = ''\nport = {PORT}\n\
              unix_socket_directories = '{}'\nunix_socket_permissions = 0770\nmax_connections = 200\n\
-             shared_buffers = 128MB\n",
+             # shared_buffers is given at each start (src/pg/memory.rs)\n",
             self.socket_dir().display()
         ));
         fs::write(&conf, text).map_err(io("write", &conf))
     }
 
     /// Initializes if needed and starts the server. Returns `true` if this call started it.
-    /// `ephemeral` turns off fsync for throwaway test clusters.
+    /// `ephemeral` turns off fsync for throwaway test clusters. The buffer cache is sized at every
+    /// start ([`super::shared_buffers_setting`]), so an existing cluster follows the machine.
     pub fn start(&self, ephemeral: bool) -> Result<bool, PgError> {
         self.initialize()?;
         if self.is_running() {
@@ -242,11 +243,13 @@ impl EmbeddedCluster {
             fs::write(&log, b"").map_err(io("create", &log))?;
         }
         self.hand_over(&log, 0o600)?;
+        let mut options = format!("-c shared_buffers={}", super::shared_buffers_setting()?);
+        if ephemeral {
+            options.push_str(" -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
+        }
         let mut cmd = self.command("pg_ctl");
         cmd.arg("start").arg("-D").arg(self.pgdata()).arg("-l").arg(&log).args(["-w", "-t", "60"]);
-        if ephemeral {
-            cmd.args(["-o", "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"]);
-        }
+        cmd.arg("-o").arg(options);
         self.run(cmd, "pg_ctl start")?;
         Ok(true)
     }

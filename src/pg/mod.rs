@@ -18,9 +18,11 @@
 
 mod binaries;
 mod cluster;
+mod memory;
 
 pub use binaries::{find_binaries, PgBinaries};
 pub use cluster::{default_data_dir, ClusterGuard, ClusterStatus, EmbeddedCluster};
+pub use memory::{shared_buffers_for, shared_buffers_setting};
 
 use std::path::PathBuf;
 
@@ -53,6 +55,14 @@ pub enum PgError {
     /// Running as root, but no unprivileged user exists to run the server.
     #[error("running as root and user {0:?} does not exist; create it or set MESH_PG_USER to an unprivileged user")]
     NoServerUser(String),
+    /// A setting from the environment is not a value the server accepts.
+    #[error("{name} must be {expected}")]
+    InvalidSetting {
+        /// The environment variable.
+        name: &'static str,
+        /// What it should hold.
+        expected: &'static str,
+    },
     /// A file system operation failed.
     #[error("{action} {path}: {source}")]
     Io {
