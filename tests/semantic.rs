@@ -14,13 +14,14 @@ use std::time::{Duration, Instant};
 use common::{test_db, TestDb, World};
 use mesh_memory::privacy::EligibilityContext;
 use mesh_memory::retrieval::{
-    DegradationCategory, RetrievalConfig, RetrievalMode, Retriever, SearchRequest, SemanticFailure, SemanticFuture,
-    SemanticHit, SemanticIndex, SemanticRequest,
+    DegradationCategory, EligibleRevision, RetrievalConfig, RetrievalMode, Retriever, SearchRequest, SemanticFailure,
+    SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest,
 };
+use mesh_memory::semantic::vector_index::shortlist;
 use mesh_memory::semantic::{
     abandon_rebuild, availability, list_generations, outbox_status, rebuild, EmbedError, EmbedFuture, Embedder,
     EmbedderInfo, GenerationState, IndexAvailability, IndexWorker, OpenAiConfig, OpenAiEmbedder, PgVectorIndex,
-    RebuildProgress, SemanticError, WorkerConfig,
+    RebuildProgress, SemanticError, SignBits, WorkerConfig,
 };
 use mesh_memory::store::{Amendment, SubjectUpdate, Topology};
 use mesh_memory::{ConversationId, RevisionId};
@@ -151,7 +152,7 @@ async fn semantic_hits(
     query: &str,
     limit: usize,
 ) -> Result<Vec<SemanticHit>, SemanticFailure> {
-    index.search(SemanticRequest { pool: &db.pool, eligibility: ctx, query, limit, eligible_count: None }).await
+    index.search(SemanticRequest { pool: &db.pool, eligibility: ctx, query, limit, eligible: None }).await
 }
 
 async fn channel_context(db: &TestDb, scene: &Scene) -> EligibilityContext {
@@ -345,6 +346,22 @@ async fn after_an_amend_only_the_current_revisions_embedding_is_used() {
     assert!(outcome.degradation_categories.is_empty(), "{:?}", outcome.degradation_categories);
 }
 
+/// The eligible set with its sign bits, as retrieval's eligible-set statement reads it.
+async fn eligible_revisions(db: &TestDb, ctx: &EligibilityContext) -> Vec<EligibleRevision> {
+    let rows: Vec<(RevisionId, Option<SignBits>)> = sqlx::query_as(concat!(
+        "SELECT p.revision_id, p.embedding_bits FROM ",
+        mesh_memory::eligible_class_rows!(),
+        " AS p"
+    ))
+    .bind(ctx.agent)
+    .bind(ctx.conversation)
+    .bind(ctx.audience_uuids())
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    rows.into_iter().map(|(revision_id, sign_bits)| EligibleRevision { revision_id, sign_bits }).collect()
+}
+
 #[tokio::test]
 async fn the_shortlist_over_the_read_eligible_set_finds_what_the_exact_search_finds() {
     let db = test_db().await;
@@ -353,40 +370,73 @@ async fn the_shortlist_over_the_read_eligible_set_finds_what_the_exact_search_fi
     worker(&db, embedder.clone()).drain().await.unwrap();
     common::assert_projection_matches_canonical(&db.pool).await;
     let index = PgVectorIndex::new(embedder.clone()).with_min_similarity(-1.0);
+    assert!(index.ranks_sign_bits(), "retrieval must read the bits for this index");
     let ctx = channel_context(&db, &s).await;
-    let eligible: Vec<RevisionId> =
-        sqlx::query_scalar(concat!("SELECT p.revision_id FROM ", mesh_memory::eligible_class_rows!(), " AS p"))
-            .bind(ctx.agent)
-            .bind(ctx.conversation)
-            .bind(ctx.audience_uuids())
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
-    assert!(!eligible.is_empty());
+    let eligible = eligible_revisions(&db, &ctx).await;
+    assert!(!eligible.is_empty() && eligible.iter().all(|e| e.sign_bits.is_some()), "indexed rows carry their bits");
     for query in ["prefers tabs over spaces", "kids school", "deploy on friday"] {
         let exact = semantic_hits(&db, &index, &ctx, query, 10).await.unwrap();
-        let request = SemanticRequest {
-            pool: &db.pool,
-            eligibility: &ctx,
-            query,
-            limit: 10,
-            eligible_count: Some(eligible.len()),
-        };
+        let request =
+            SemanticRequest { pool: &db.pool, eligibility: &ctx, query, limit: 10, eligible: Some(&eligible) };
         let shortlisted = index.search(request).await.unwrap();
         let ids = |hits: &[SemanticHit]| hits.iter().map(|h| h.revision_id).collect::<Vec<_>>();
         assert_eq!(ids(&shortlisted), ids(&exact), "{query:?}: a set smaller than the shortlist is searched exactly");
-        assert!(ids(&shortlisted).iter().all(|r| eligible.contains(r)));
     }
+    // Only revisions of the set it was given can be hits, whatever else is similar.
+    let one = [eligible[0].clone()];
+    let request = SemanticRequest { pool: &db.pool, eligibility: &ctx, query: "tabs", limit: 10, eligible: Some(&one) };
+    let hits = index.search(request).await.unwrap();
+    assert!(hits.len() <= 1 && hits.iter().all(|h| h.revision_id == one[0].revision_id), "{hits:?}");
     // A set larger than the index's cap is oversized without another count.
     let capped = PgVectorIndex::new(embedder).with_eligible_cap(eligible.len() - 1);
-    let request = SemanticRequest {
-        pool: &db.pool,
-        eligibility: &ctx,
-        query: "tabs",
-        limit: 10,
-        eligible_count: Some(eligible.len()),
-    };
+    let request =
+        SemanticRequest { pool: &db.pool, eligibility: &ctx, query: "tabs", limit: 10, eligible: Some(&eligible) };
     assert_eq!(capped.search(request).await, Err(SemanticFailure::Oversized));
+}
+
+#[tokio::test]
+async fn sign_bits_rank_the_shortlist_as_pgvector_ranks_it() {
+    let db = test_db().await;
+    let mut s = scene(&db).await;
+    for fact in ["Victor reviews code on Mondays", "Victor prefers short standups", "Victor deploys on Friday"] {
+        let victor = common::Person { actor: s.victor.actor, identity: s.victor.identity };
+        s.world.remember(s.channel, &victor, Some(victor.actor), fact).await;
+    }
+    let embedder = HashEmbedder::new("hash-64", 64);
+    worker(&db, embedder.clone()).drain().await.unwrap();
+    let ctx = channel_context(&db, &s).await;
+    let eligible = eligible_revisions(&db, &ctx).await;
+    assert!(eligible.len() >= 6, "the channel admits several memories: {}", eligible.len());
+    for query in ["prefers tabs over spaces", "kids school", "deploy on friday", "q"] {
+        let vector = embedder.vector(query);
+        let literal = format!("[{}]", vector.iter().map(f32::to_string).collect::<Vec<_>>().join(","));
+        // The query's bits computed here are pgvector's binary_quantize, bit for bit.
+        let quantized: SignBits = sqlx::query_scalar("SELECT binary_quantize($1::text::vector)::varbit")
+            .bind(&literal)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(SignBits::of(&vector), quantized, "{query:?}");
+        // The Rust shortlist is the SQL ordering `bits <~> query, revision_id` cut at the same size.
+        for size in [1, 2, eligible.len() - 1, eligible.len() + 5] {
+            let expected: Vec<RevisionId> = sqlx::query_scalar(concat!(
+                "SELECT p.revision_id FROM ",
+                mesh_memory::eligible_class_rows!(),
+                " AS p WHERE p.embedding_bits IS NOT NULL
+                  ORDER BY p.embedding_bits::bit(64) <~> binary_quantize($4::text::vector)::bit(64), p.revision_id
+                  LIMIT $5"
+            ))
+            .bind(ctx.agent)
+            .bind(ctx.conversation)
+            .bind(ctx.audience_uuids())
+            .bind(&literal)
+            .bind(size as i64)
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+            assert_eq!(shortlist(&eligible, &quantized, size), expected, "{query:?} cut at {size}");
+        }
+    }
 }
 
 #[tokio::test]

@@ -99,7 +99,7 @@ async fn qdrant_search_is_filtered_revalidated_and_follows_amend_and_forget() {
                     eligibility: &ctx,
                     query: "prefers tabs over spaces",
                     limit,
-                    eligible_count: None,
+                    eligible: None,
                 })
                 .await
                 .unwrap()

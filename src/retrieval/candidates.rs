@@ -13,8 +13,10 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::EligibleRevision;
 use crate::ids::{ActorId, ConversationId, EntryId, RevisionId};
 use crate::privacy::EligibilityContext;
+use crate::semantic::SignBits;
 use crate::{covering_grants, eligible_class_rows, eligible_searchable_rows};
 
 /// The columns every candidate query returns, from the eligible projection rows aliased `p`
@@ -120,34 +122,69 @@ impl CandidateSet {
     }
 }
 
-/// The whole eligible set of this destination with its ranking features, newest first, or `None`
-/// when it has more than `limit` rows. One statement over audience classes
-/// ([`crate::eligible_class_rows!`]): an index-only scan of a few pages per class, so the subject,
-/// conversation and always-on sources and the semantic search are answered from it without a
-/// statement of their own.
+/// A destination's whole eligible set as one statement read it: the rows with their ranking
+/// features, newest first, and the same revisions with their sign bits for a semantic index that
+/// ranks them ([`super::SemanticIndex::ranks_sign_bits`]).
+pub(crate) struct EligibleSet {
+    pub rows: Vec<CandidateRow>,
+    pub revisions: Vec<EligibleRevision>,
+}
+
+/// One row of the eligible-set statement.
+#[derive(sqlx::FromRow)]
+struct EligibleSetRow {
+    #[sqlx(flatten)]
+    row: CandidateRow,
+    embedding_bits: Option<SignBits>,
+}
+
+/// The whole eligible set of this destination, or `None` when it has more than `limit` rows. One
+/// statement over audience classes ([`crate::eligible_class_rows!`]): an index-only scan of a few
+/// pages per class, so the subject, conversation and always-on sources and the semantic search are
+/// answered from it without a statement of their own. `with_sign_bits` also returns each row's
+/// quantized embedding (carried in the same index; 48 bytes at 384 dimensions).
 pub(crate) async fn eligible_set(
     pool: &PgPool,
     ctx: &EligibilityContext,
     limit: usize,
-) -> Result<Option<Vec<CandidateRow>>, sqlx::Error> {
+    with_sign_bits: bool,
+) -> Result<Option<EligibleSet>, sqlx::Error> {
     let probe = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
-    let mut rows: Vec<CandidateRow> = sqlx::query_as(concat!(
-        "SELECT p.entry_id, p.revision_id, p.subject_actor_id, p.origin_conversation_id, p.always_on, p.created_at
-           FROM ",
-        eligible_class_rows!(),
-        " AS p LIMIT $4"
-    ))
-    .bind(ctx.agent)
-    .bind(ctx.conversation)
-    .bind(ctx.audience_uuids())
-    .bind(probe)
-    .fetch_all(pool)
-    .await?;
-    if rows.len() > limit {
+    let sql = match with_sign_bits {
+        true => concat!(
+            "SELECT p.entry_id, p.revision_id, p.subject_actor_id, p.origin_conversation_id, p.always_on, p.created_at,
+                    p.embedding_bits
+               FROM ",
+            eligible_class_rows!(),
+            " AS p LIMIT $4"
+        ),
+        false => concat!(
+            "SELECT p.entry_id, p.revision_id, p.subject_actor_id, p.origin_conversation_id, p.always_on, p.created_at,
+                    NULL::varbit AS embedding_bits
+               FROM ",
+            eligible_class_rows!(),
+            " AS p LIMIT $4"
+        ),
+    };
+    let read: Vec<EligibleSetRow> = sqlx::query_as(sql)
+        .bind(ctx.agent)
+        .bind(ctx.conversation)
+        .bind(ctx.audience_uuids())
+        .bind(probe)
+        .fetch_all(pool)
+        .await?;
+    if read.len() > limit {
         return Ok(None);
     }
+    let (mut rows, revisions): (Vec<CandidateRow>, Vec<EligibleRevision>) = read
+        .into_iter()
+        .map(|r| {
+            let revision = EligibleRevision { revision_id: r.row.revision_id, sign_bits: r.embedding_bits };
+            (r.row, revision)
+        })
+        .unzip();
     rows.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.revision_id.cmp(&b.revision_id)));
-    Ok(Some(rows))
+    Ok(Some(EligibleSet { rows, revisions }))
 }
 
 /// The first `limit` rows of a newest-first eligible set that `wanted` accepts: the same rows,

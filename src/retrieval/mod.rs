@@ -37,7 +37,8 @@ pub use config::{
 pub use fusion::{Components, RankContribution};
 pub use packing::{SkipReason, SkippedEntry};
 pub use semantic::{
-    SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest, UnavailableSemanticIndex,
+    EligibleRevision, SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest,
+    UnavailableSemanticIndex,
 };
 
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RetrievalEventId, RevisionId};
@@ -423,9 +424,10 @@ impl Retriever {
     ) -> Result<Structural, RetrievalError> {
         let pool = self.store.pool();
         let limit = self.config.per_source_limit;
-        let eligible = candidates::eligible_set(pool, ctx, self.config.eligible_set_limit).await?;
+        let with_sign_bits = !query.is_empty() && self.semantic.ranks_sign_bits();
+        let eligible = candidates::eligible_set(pool, ctx, self.config.eligible_set_limit, with_sign_bits).await?;
         let mut sources = Vec::new();
-        match &eligible {
+        match eligible.as_ref().map(|set| &set.rows) {
             Some(rows) => {
                 if let Some(actor) = request.current_actor {
                     let about = candidates::newest_matching(rows, limit, |r| r.subject_actor_id == Some(actor));
@@ -458,7 +460,7 @@ impl Retriever {
         let mut categories = Vec::new();
         let mut semantic_ok = false;
         if !query.is_empty() {
-            match self.semantic_candidates(ctx, query, eligible.as_deref()).await? {
+            match self.semantic_candidates(ctx, query, eligible.as_ref()).await? {
                 Ok(rows) => {
                     semantic_ok = true;
                     sources.push((CandidateSource::Semantic, rows));
@@ -476,7 +478,7 @@ impl Retriever {
         &self,
         ctx: &EligibilityContext,
         query: &str,
-        eligible: Option<&[CandidateRow]>,
+        eligible: Option<&candidates::EligibleSet>,
     ) -> Result<Result<Vec<CandidateRow>, DegradationCategory>, RetrievalError> {
         let limit = self.config.per_source_limit as usize;
         let request = semantic::SemanticRequest {
@@ -484,7 +486,7 @@ impl Retriever {
             eligibility: ctx,
             query,
             limit,
-            eligible_count: eligible.map(<[CandidateRow]>::len),
+            eligible: eligible.map(|set| set.revisions.as_slice()),
         };
         let hits = match tokio::time::timeout(self.config.semantic_deadline, self.semantic.search(request)).await {
             Err(_) => return Ok(Err(DegradationCategory::SemanticTimeout)),
@@ -493,7 +495,7 @@ impl Retriever {
         };
         let mut seen = std::collections::HashSet::new();
         let distinct = hits.iter().map(|h| h.revision_id).filter(|r| seen.insert(*r)).take(limit);
-        Ok(Ok(match eligible {
+        Ok(Ok(match eligible.map(|set| &set.rows) {
             Some(rows) => {
                 let by_revision: HashMap<RevisionId, &CandidateRow> = rows.iter().map(|r| (r.revision_id, r)).collect();
                 distinct.filter_map(|id| by_revision.get(&id).map(|row| (*row).clone())).collect()

@@ -4,8 +4,9 @@
 //!
 //! Contract for implementations (pgvector, Qdrant): the request carries the
 //! [`EligibilityContext`] and, when retrieval has already read the eligible set in this search, its
-//! size. An SQL-backed index must search only the eligible rows ([`crate::eligible_searchable_rows!`]
-//! or [`crate::eligible_class_rows!`]) in the same statement as its similarity search. Whatever
+//! rows ([`EligibleRevision`]). An SQL-backed index must search only eligible rows: those rows, or
+//! the eligible rows of [`crate::eligible_searchable_rows!`] / [`crate::eligible_class_rows!`] in
+//! the same statement as its similarity search. Whatever
 //! an implementation returns, retrieval keeps a hit only if the eligible set admits it, re-checks
 //! the canonical rules when it hydrates the text, and keeps at most the requested number of
 //! distinct hits even if a provider ignores the limit.
@@ -18,6 +19,7 @@ use sqlx::PgPool;
 
 use crate::ids::RevisionId;
 use crate::privacy::EligibilityContext;
+use crate::semantic::SignBits;
 
 /// One similarity hit: a revision and how similar it is (higher is closer). Ordered best first.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -39,11 +41,23 @@ pub struct SemanticRequest<'a> {
     pub query: &'a str,
     /// At most this many hits are wanted.
     pub limit: usize,
-    /// How many current revisions are eligible, when retrieval read the eligible set in this
-    /// search (at most its eligible-set limit); `None` when the set is larger or the caller has not
-    /// read it. It decides `Oversized` without another count, and tells an index that the set is
-    /// small enough to scan whole.
-    pub eligible_count: Option<usize>,
+    /// The eligible current revisions, when retrieval read the eligible set in this search (at
+    /// most its eligible-set limit); `None` when the set is larger or the caller has not read it.
+    /// Its length decides `Oversized` without another count; an index that ranks sign bits
+    /// ([`SemanticIndex::ranks_sign_bits`]) shortlists from these rows without reading the set
+    /// again.
+    pub eligible: Option<&'a [EligibleRevision]>,
+}
+
+/// An eligible current revision as the eligible-set statement of this search returned it, with
+/// its quantized embedding in the active generation (`None`: not indexed yet, or not asked for).
+/// Only rows the database admitted are ever built, so ranking them cannot widen eligibility.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EligibleRevision {
+    /// The revision.
+    pub revision_id: RevisionId,
+    /// Its sign bits (`searchable_revisions.embedding_bits`).
+    pub sign_bits: Option<SignBits>,
 }
 
 /// Why semantic search produced nothing; each maps to an audit degradation category.
@@ -72,6 +86,13 @@ pub type SemanticFuture<'a> = Pin<Box<dyn Future<Output = Result<Vec<SemanticHit
 pub trait SemanticIndex: Send + Sync {
     /// Hits for the query, best first, limited to eligible revisions where the index can tell.
     fn search<'a>(&'a self, request: SemanticRequest<'a>) -> SemanticFuture<'a>;
+
+    /// Whether this index ranks the eligible set by its sign bits, so that retrieval reads them
+    /// with the set ([`EligibleRevision::sign_bits`]). Indexes that search elsewhere leave them
+    /// unread.
+    fn ranks_sign_bits(&self) -> bool {
+        false
+    }
 }
 
 /// The default: no vector index configured; every search reports `semantic_unavailable`.

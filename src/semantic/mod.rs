@@ -8,7 +8,7 @@
 //!   its own transaction) with `SKIP LOCKED`, bounded retries and backoff.
 //! - [`rebuild`]: backfill of a new generation with progress.
 //! - [`vector_index`]: [`PgVectorIndex`], retrieval's [`crate::retrieval::SemanticIndex`] over
-//!   pgvector with the eligibility predicate in the same statement; with the `qdrant` feature,
+//!   pgvector, searching only eligible rows ([`sign_bits`] shortlists the set retrieval read); with the `qdrant` feature,
 //!   `qdrant` mirrors vectors into Qdrant and revalidates its hits against canonical rows.
 //!
 //! PostgreSQL stays canonical: dropping every embedding loses nothing a rebuild cannot restore.
@@ -23,6 +23,7 @@ pub mod outbox;
 #[cfg(feature = "qdrant")]
 pub mod qdrant;
 pub mod rebuild;
+pub mod sign_bits;
 pub mod vector_index;
 
 use std::sync::Arc;
@@ -36,6 +37,7 @@ pub use generations::{
 pub use openai::{OpenAiConfig, OpenAiEmbedder};
 pub use outbox::{outbox_status, BatchReport, IndexWorker, OutboxStatus, WorkerConfig};
 pub use rebuild::rebuild;
+pub use sign_bits::SignBits;
 pub use vector_index::{
     availability, cap_distinct_hits, revalidate, IndexAvailability, MirrorError, MirrorFuture, PgVectorIndex,
     VectorMirror, DEFAULT_MIN_SIMILARITY, MAX_ELIGIBLE_REVISIONS,

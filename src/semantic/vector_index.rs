@@ -1,8 +1,9 @@
 //! Vector indexes behind retrieval's one scoped interface ([`SemanticIndex`]).
 //!
-//! [`PgVectorIndex`] searches the active generation in PostgreSQL over the eligible rows
-//! ([`crate::eligible_searchable_rows!`]) in the same SQL statement as the cosine ordering, so an
-//! ineligible revision never leaves the database. External indexes (Qdrant) implement
+//! [`PgVectorIndex`] searches the active generation in PostgreSQL over eligible rows only: the
+//! eligible set retrieval read in this search (shortlisted by sign bits, then re-ranked by exact
+//! cosine for those revisions alone), or the eligible rows ([`crate::eligible_searchable_rows!`])
+//! in the same SQL statement as the cosine ordering; an ineligible revision is never a hit. External indexes (Qdrant) implement
 //! [`VectorMirror`] for the worker's writes and [`SemanticIndex`] for search, revalidating every
 //! hit against canonical rows. Either way, distinct hits are capped at the requested limit here,
 //! before retrieval hydrates them, whatever a provider returned.
@@ -20,10 +21,13 @@ use super::embedder::{EmbedError, Embedder};
 use super::embeddings::vector_literal;
 use super::generations::{pgvector_available, serving_generation, Generation, GenerationState};
 use super::SemanticError;
+use super::SignBits;
 use crate::ids::{AgentId, EntryId, RevisionId};
 use crate::privacy::EligibilityContext;
-use crate::retrieval::{SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest};
-use crate::{eligible_class_rows, eligible_revision_sql, eligible_searchable_rows};
+use crate::retrieval::{
+    EligibleRevision, SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest,
+};
+use crate::{eligible_revision_sql, eligible_searchable_rows};
 use uuid::Uuid;
 
 /// The spec's cap: above this many eligible revisions semantic search is skipped
@@ -205,8 +209,8 @@ impl PgVectorIndex {
         let vector = vector.into_iter().next().ok_or(SemanticFailure::Failed)?;
         let nearest =
             Nearest { generation: &generation, vector: &vector, limit: request.limit, min: self.min_similarity };
-        let hits = match request.eligible_count {
-            Some(_) => nearest_by_shortlist(request.pool, request.eligibility, nearest).await,
+        let hits = match request.eligible {
+            Some(eligible) => nearest_by_shortlist(request.pool, eligible, nearest).await,
             None => nearest_eligible(request.pool, request.eligibility, nearest).await,
         }
         .map_err(|_| SemanticFailure::Failed)?;
@@ -217,6 +221,10 @@ impl PgVectorIndex {
 impl SemanticIndex for PgVectorIndex {
     fn search<'a>(&'a self, request: SemanticRequest<'a>) -> SemanticFuture<'a> {
         Box::pin(self.search_inner(request))
+    }
+
+    fn ranks_sign_bits(&self) -> bool {
+        true
     }
 }
 
@@ -232,8 +240,8 @@ fn query_failure(err: &EmbedError) -> SemanticFailure {
 /// Whether the request's eligible set is larger than `cap`: its size when retrieval passed it,
 /// otherwise a count ([`eligible_set_exceeds`]).
 pub async fn exceeds_cap(request: &SemanticRequest<'_>, cap: usize) -> Result<bool, SemanticFailure> {
-    match request.eligible_count {
-        Some(count) => Ok(count > cap),
+    match request.eligible {
+        Some(eligible) => Ok(eligible.len() > cap),
         None => eligible_set_exceeds(request.pool, request.eligibility, cap).await.map_err(|_| SemanticFailure::Failed),
     }
 }
@@ -309,48 +317,89 @@ pub const SHORTLIST_PER_HIT: usize = 4;
 /// The shortlist is never smaller than this, so small limits still re-rank a useful pool.
 pub const MIN_SHORTLIST: usize = 400;
 
-/// The nearest eligible current revisions in `generation`, at least `min` similar, for an eligible
-/// set small enough that retrieval read it ([`SemanticRequest::eligible`]): one statement that
-/// ranks the eligible rows by the Hamming distance of their quantized embeddings (carried in the
-/// audience-class index, so an index-only scan reads them), keeps a shortlist, and re-ranks it by
-/// exact cosine against `revision_embeddings`. Eligibility is evaluated in the same statement
-/// ([`crate::eligible_class_rows!`]). Query-side expressions sit in scalar subqueries so that a
-/// cached generic plan evaluates them once, not once per row.
+/// The nearest eligible current revisions in `generation`, at least `min` similar, among the
+/// eligible set that retrieval read in this search ([`SemanticRequest::eligible`]): its rows are
+/// ranked here by the Hamming distance of their sign bits to the query's (pgvector's "binary
+/// quantization with re-ranking"; ties by revision id, as `ORDER BY bits <~> query, revision_id`
+/// would), and the shortlist is re-ranked by exact cosine against `revision_embeddings`, in
+/// [`RERANK_PARTS`] statements at once ([`rerank`]). Only revisions of that set are ever looked
+/// up, so nothing outside it can be a hit. Rows without bits have no embedding in the active
+/// generation and cannot be hits either.
 async fn nearest_by_shortlist(
     pool: &PgPool,
-    ctx: &EligibilityContext,
+    eligible: &[EligibleRevision],
     nearest: Nearest<'_>,
 ) -> Result<Vec<SemanticHit>, sqlx::Error> {
+    let shortlist = shortlist(eligible, &SignBits::of(nearest.vector), shortlist_size(nearest.limit));
+    let mut parts: [Vec<RevisionId>; RERANK_PARTS] = Default::default();
+    for (position, revision) in shortlist.into_iter().enumerate() {
+        parts[position % RERANK_PARTS].push(revision);
+    }
+    let [first, second] = &parts;
+    let (mut hits, more) = tokio::try_join!(rerank(pool, first, &nearest), rerank(pool, second, &nearest))?;
+    hits.extend(more);
+    hits.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    hits.truncate(nearest.limit);
+    Ok(hits
+        .into_iter()
+        .map(|(revision_id, distance)| SemanticHit { revision_id, similarity: (1.0 - distance) as f32 })
+        .collect())
+}
+
+/// How many statements re-rank a shortlist at the same time. Each exact probe is a few
+/// microseconds of one backend's CPU (800 of them are the largest part of a hybrid search at a
+/// million revisions), and while they run the rest of the search waits: two halves on two pooled
+/// connections use both cores of a small machine for one search, the way PostgreSQL's own
+/// parallel query would, and give the same hits as one statement (each half keeps its best
+/// `limit`, merged by the same order).
+pub const RERANK_PARTS: usize = 2;
+
+/// The best `limit` of `revisions` in `generation` by exact cosine distance, at most `1 - min`,
+/// closest first (ties by revision id): `(revision, distance)`.
+async fn rerank(
+    pool: &PgPool,
+    revisions: &[RevisionId],
+    nearest: &Nearest<'_>,
+) -> Result<Vec<(RevisionId, f64)>, sqlx::Error> {
+    if revisions.is_empty() {
+        return Ok(Vec::new());
+    }
     let (id, dim) = (nearest.generation.id, nearest.generation.dimension);
-    let shortlist = nearest.limit.saturating_mul(SHORTLIST_PER_HIT).max(MIN_SHORTLIST);
     let sql = format!(
-        "SELECT d.revision_id, (1 - d.distance)::float4 AS similarity
-           FROM (SELECT x.revision_id, x.embedding <=> (SELECT $4::text::vector({dim})) AS distance
-                   FROM (SELECT p.revision_id
-                           FROM {eligible} AS p
-                          WHERE p.embedding_bits IS NOT NULL
-                          ORDER BY p.embedding_bits::bit({dim})
-                                   <~> (SELECT binary_quantize($4::text::vector({dim}))::bit({dim})),
-                                   p.revision_id
-                          LIMIT $5) AS shortlist
+        "SELECT d.revision_id, d.distance
+           FROM (SELECT x.revision_id, x.embedding <=> (SELECT $1::text::vector({dim})) AS distance
+                   FROM unnest($2::uuid[]) AS shortlist(revision_id)
                    JOIN revision_embeddings x ON x.generation_id = {id} AND x.revision_id = shortlist.revision_id
                  OFFSET 0) AS d
-          WHERE d.distance <= $7
+          WHERE d.distance <= $4
           ORDER BY d.distance, d.revision_id
-          LIMIT $6",
-        eligible = eligible_class_rows!()
+          LIMIT $3"
     );
-    let rows: Vec<(RevisionId, f32)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(ctx.agent)
-        .bind(ctx.conversation)
-        .bind(ctx.audience_uuids())
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(vector_literal(nearest.vector))
-        .bind(i64::try_from(shortlist).unwrap_or(i64::MAX))
+        .bind(revisions)
         .bind(i64::try_from(nearest.limit).unwrap_or(i64::MAX))
         .bind(1.0 - f64::from(nearest.min))
         .fetch_all(pool)
-        .await?;
-    Ok(rows.into_iter().map(|(revision_id, similarity)| SemanticHit { revision_id, similarity }).collect())
+        .await
+}
+
+/// How many revisions are re-ranked by exact cosine when `limit` hits are wanted.
+pub fn shortlist_size(limit: usize) -> usize {
+    limit.saturating_mul(SHORTLIST_PER_HIT).max(MIN_SHORTLIST)
+}
+
+/// The `size` eligible revisions closest to `query` by Hamming distance, closest first, ties by
+/// revision id; revisions without comparable bits are left out.
+pub fn shortlist(eligible: &[EligibleRevision], query: &SignBits, size: usize) -> Vec<RevisionId> {
+    let mut ranked: Vec<(u32, RevisionId)> =
+        eligible.iter().filter_map(|e| Some((e.sign_bits.as_ref()?.hamming(query)?, e.revision_id))).collect();
+    if ranked.len() > size {
+        ranked.select_nth_unstable(size);
+        ranked.truncate(size);
+    }
+    ranked.sort_unstable();
+    ranked.into_iter().map(|(_, revision)| revision).collect()
 }
 
 /// Keeps only the hits that are eligible now, by the same predicate as every candidate query,
