@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use common::{test_db, TestDb, World};
 use mesh_memory::privacy::EligibilityContext;
 use mesh_memory::retrieval::{
-    DegradationCategory, EligibleRevision, RetrievalConfig, RetrievalMode, Retriever, SearchRequest, SemanticFailure,
-    SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest,
+    DegradationCategory, EligibleRevision, EligibleRows, RetrievalConfig, RetrievalMode, Retriever, SearchRequest,
+    SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest,
 };
 use mesh_memory::semantic::vector_index::shortlist;
 use mesh_memory::semantic::{
@@ -152,7 +152,9 @@ async fn semantic_hits(
     query: &str,
     limit: usize,
 ) -> Result<Vec<SemanticHit>, SemanticFailure> {
-    index.search(SemanticRequest { pool: &db.pool, eligibility: ctx, query, limit, eligible: None }).await
+    index
+        .search(SemanticRequest { pool: &db.pool, eligibility: ctx, query, limit, eligible: EligibleRows::Unknown })
+        .await
 }
 
 async fn channel_context(db: &TestDb, scene: &Scene) -> EligibilityContext {
@@ -376,22 +378,44 @@ async fn the_shortlist_over_the_read_eligible_set_finds_what_the_exact_search_fi
     assert!(!eligible.is_empty() && eligible.iter().all(|e| e.sign_bits.is_some()), "indexed rows carry their bits");
     for query in ["prefers tabs over spaces", "kids school", "deploy on friday"] {
         let exact = semantic_hits(&db, &index, &ctx, query, 10).await.unwrap();
-        let request =
-            SemanticRequest { pool: &db.pool, eligibility: &ctx, query, limit: 10, eligible: Some(&eligible) };
+        let request = SemanticRequest {
+            pool: &db.pool,
+            eligibility: &ctx,
+            query,
+            limit: 10,
+            eligible: EligibleRows::Read(&eligible),
+        };
         let shortlisted = index.search(request).await.unwrap();
         let ids = |hits: &[SemanticHit]| hits.iter().map(|h| h.revision_id).collect::<Vec<_>>();
         assert_eq!(ids(&shortlisted), ids(&exact), "{query:?}: a set smaller than the shortlist is searched exactly");
     }
     // Only revisions of the set it was given can be hits, whatever else is similar.
     let one = [eligible[0].clone()];
-    let request = SemanticRequest { pool: &db.pool, eligibility: &ctx, query: "tabs", limit: 10, eligible: Some(&one) };
+    let request = SemanticRequest {
+        pool: &db.pool,
+        eligibility: &ctx,
+        query: "tabs",
+        limit: 10,
+        eligible: EligibleRows::Read(&one),
+    };
     let hits = index.search(request).await.unwrap();
     assert!(hits.len() <= 1 && hits.iter().all(|h| h.revision_id == one[0].revision_id), "{hits:?}");
     // A set larger than the index's cap is oversized without another count.
     let capped = PgVectorIndex::new(embedder).with_eligible_cap(eligible.len() - 1);
-    let request =
-        SemanticRequest { pool: &db.pool, eligibility: &ctx, query: "tabs", limit: 10, eligible: Some(&eligible) };
+    let request = SemanticRequest {
+        pool: &db.pool,
+        eligibility: &ctx,
+        query: "tabs",
+        limit: 10,
+        eligible: EligibleRows::Read(&eligible),
+    };
     assert_eq!(capped.search(request).await, Err(SemanticFailure::Oversized));
+    // A set retrieval found larger than it reads is oversized for a cap no larger, uncounted
+    // (this channel's few memories would pass a count); a larger cap still counts.
+    let request = |eligible| SemanticRequest { pool: &db.pool, eligibility: &ctx, query: "tabs", limit: 10, eligible };
+    let cap = PgVectorIndex::new(HashEmbedder::new("hash-64", 64)).with_eligible_cap(100);
+    assert_eq!(cap.search(request(EligibleRows::MoreThan(100))).await, Err(SemanticFailure::Oversized));
+    assert!(cap.search(request(EligibleRows::MoreThan(99))).await.is_ok(), "below the cap the set is counted");
 }
 
 #[tokio::test]

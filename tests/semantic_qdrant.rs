@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use common::{test_db, World};
 use mesh_memory::privacy::EligibilityContext;
-use mesh_memory::retrieval::{SemanticIndex, SemanticRequest};
+use mesh_memory::retrieval::{EligibleRows, SemanticIndex, SemanticRequest};
 use mesh_memory::semantic::qdrant::QdrantIndex;
 use mesh_memory::semantic::{EmbedFuture, Embedder, EmbedderInfo, IndexWorker, WorkerConfig};
 use mesh_memory::store::{Amendment, SubjectUpdate, Topology, WriteOutcome};
@@ -99,7 +99,7 @@ async fn qdrant_search_is_filtered_revalidated_and_follows_amend_and_forget() {
                     eligibility: &ctx,
                     query: "prefers tabs over spaces",
                     limit,
-                    eligible: None,
+                    eligible: EligibleRows::Unknown,
                 })
                 .await
                 .unwrap()

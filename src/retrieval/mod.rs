@@ -37,7 +37,7 @@ pub use config::{
 pub use fusion::{Components, RankContribution};
 pub use packing::{SkipReason, SkippedEntry};
 pub use semantic::{
-    EligibleRevision, SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest,
+    EligibleRevision, EligibleRows, SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest,
     UnavailableSemanticIndex,
 };
 
@@ -486,7 +486,10 @@ impl Retriever {
             eligibility: ctx,
             query,
             limit,
-            eligible: eligible.map(|set| set.revisions.as_slice()),
+            eligible: match eligible {
+                Some(set) => EligibleRows::Read(&set.revisions),
+                None => EligibleRows::MoreThan(self.config.eligible_set_limit),
+            },
         };
         let hits = match tokio::time::timeout(self.config.semantic_deadline, self.semantic.search(request)).await {
             Err(_) => return Ok(Err(DegradationCategory::SemanticTimeout)),

@@ -3,11 +3,11 @@
 //! conversation and always-on sources.
 //!
 //! Contract for implementations (pgvector, Qdrant): the request carries the
-//! [`EligibilityContext`] and, when retrieval has already read the eligible set in this search, its
-//! rows ([`EligibleRevision`]). An SQL-backed index must search only eligible rows: those rows, or
-//! the eligible rows of [`crate::eligible_searchable_rows!`] / [`crate::eligible_class_rows!`] in
-//! the same statement as its similarity search. Whatever
-//! an implementation returns, retrieval keeps a hit only if the eligible set admits it, re-checks
+//! [`EligibilityContext`] and what retrieval already knows of the eligible set ([`EligibleRows`]:
+//! its rows when it read them in this search). An SQL-backed index must search only eligible
+//! rows: those rows, or the eligible rows of [`crate::eligible_searchable_rows!`] /
+//! [`crate::eligible_class_rows!`] in the same statement as its similarity search. Whatever an
+//! implementation returns, retrieval keeps a hit only if the eligible set admits it, re-checks
 //! the canonical rules when it hydrates the text, and keeps at most the requested number of
 //! distinct hits even if a provider ignores the limit.
 
@@ -41,12 +41,22 @@ pub struct SemanticRequest<'a> {
     pub query: &'a str,
     /// At most this many hits are wanted.
     pub limit: usize,
-    /// The eligible current revisions, when retrieval read the eligible set in this search (at
-    /// most its eligible-set limit); `None` when the set is larger or the caller has not read it.
-    /// Its length decides `Oversized` without another count; an index that ranks sign bits
-    /// ([`SemanticIndex::ranks_sign_bits`]) shortlists from these rows without reading the set
+    /// What retrieval already knows of the eligible set: its rows, or that it is larger than
+    /// retrieval reads. It decides `Oversized` without another count; an index that ranks sign
+    /// bits ([`SemanticIndex::ranks_sign_bits`]) shortlists from the rows without reading the set
     /// again.
-    pub eligible: Option<&'a [EligibleRevision]>,
+    pub eligible: EligibleRows<'a>,
+}
+
+/// What retrieval knows of a destination's eligible set when it asks an index.
+#[derive(Clone, Copy, Debug)]
+pub enum EligibleRows<'a> {
+    /// Retrieval read the whole set in this search (at most its eligible-set limit).
+    Read(&'a [EligibleRevision]),
+    /// Retrieval found more than this many eligible revisions and did not read them.
+    MoreThan(usize),
+    /// Not looked at (a caller other than retrieval); an index that needs the size counts it.
+    Unknown,
 }
 
 /// An eligible current revision as the eligible-set statement of this search returned it, with

@@ -25,7 +25,7 @@ use super::SignBits;
 use crate::ids::{AgentId, EntryId, RevisionId};
 use crate::privacy::EligibilityContext;
 use crate::retrieval::{
-    EligibleRevision, SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest,
+    EligibleRevision, EligibleRows, SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest,
 };
 use crate::{eligible_revision_sql, eligible_searchable_rows};
 use uuid::Uuid;
@@ -210,8 +210,10 @@ impl PgVectorIndex {
         let nearest =
             Nearest { generation: &generation, vector: &vector, limit: request.limit, min: self.min_similarity };
         let hits = match request.eligible {
-            Some(eligible) => nearest_by_shortlist(request.pool, eligible, nearest).await,
-            None => nearest_eligible(request.pool, request.eligibility, nearest).await,
+            EligibleRows::Read(eligible) => nearest_by_shortlist(request.pool, eligible, nearest).await,
+            EligibleRows::MoreThan(_) | EligibleRows::Unknown => {
+                nearest_eligible(request.pool, request.eligibility, nearest).await
+            }
         }
         .map_err(|_| SemanticFailure::Failed)?;
         Ok(cap_distinct_hits(hits, request.limit))
@@ -237,12 +239,16 @@ fn query_failure(err: &EmbedError) -> SemanticFailure {
     }
 }
 
-/// Whether the request's eligible set is larger than `cap`: its size when retrieval passed it,
+/// Whether the request's eligible set is larger than `cap`: from what retrieval passed when that
+/// decides it (a 33 ms count at a million revisions saved for every search in a large channel),
 /// otherwise a count ([`eligible_set_exceeds`]).
 pub async fn exceeds_cap(request: &SemanticRequest<'_>, cap: usize) -> Result<bool, SemanticFailure> {
     match request.eligible {
-        Some(eligible) => Ok(eligible.len() > cap),
-        None => eligible_set_exceeds(request.pool, request.eligibility, cap).await.map_err(|_| SemanticFailure::Failed),
+        EligibleRows::Read(eligible) => Ok(eligible.len() > cap),
+        EligibleRows::MoreThan(known) if known >= cap => Ok(true),
+        EligibleRows::MoreThan(_) | EligibleRows::Unknown => {
+            eligible_set_exceeds(request.pool, request.eligibility, cap).await.map_err(|_| SemanticFailure::Failed)
+        }
     }
 }
 
@@ -318,7 +324,7 @@ pub const SHORTLIST_PER_HIT: usize = 4;
 pub const MIN_SHORTLIST: usize = 400;
 
 /// The nearest eligible current revisions in `generation`, at least `min` similar, among the
-/// eligible set that retrieval read in this search ([`SemanticRequest::eligible`]): its rows are
+/// eligible set that retrieval read in this search ([`EligibleRows::Read`]): its rows are
 /// ranked here by the Hamming distance of their sign bits to the query's (pgvector's "binary
 /// quantization with re-ranking"; ties by revision id, as `ORDER BY bits <~> query, revision_id`
 /// would), and the shortlist is re-ranked by exact cosine against `revision_embeddings`, in
