@@ -376,46 +376,25 @@ async fn the_shortlist_over_the_read_eligible_set_finds_what_the_exact_search_fi
     let ctx = channel_context(&db, &s).await;
     let eligible = eligible_revisions(&db, &ctx).await;
     assert!(!eligible.is_empty() && eligible.iter().all(|e| e.sign_bits.is_some()), "indexed rows carry their bits");
+    let request = |query, eligible| SemanticRequest { pool: &db.pool, eligibility: &ctx, query, limit: 10, eligible };
     for query in ["prefers tabs over spaces", "kids school", "deploy on friday"] {
         let exact = semantic_hits(&db, &index, &ctx, query, 10).await.unwrap();
-        let request = SemanticRequest {
-            pool: &db.pool,
-            eligibility: &ctx,
-            query,
-            limit: 10,
-            eligible: EligibleRows::Read(&eligible),
-        };
-        let shortlisted = index.search(request).await.unwrap();
+        let shortlisted = index.search(request(query, EligibleRows::Read(&eligible))).await.unwrap();
         let ids = |hits: &[SemanticHit]| hits.iter().map(|h| h.revision_id).collect::<Vec<_>>();
         assert_eq!(ids(&shortlisted), ids(&exact), "{query:?}: a set smaller than the shortlist is searched exactly");
     }
     // Only revisions of the set it was given can be hits, whatever else is similar.
     let one = [eligible[0].clone()];
-    let request = SemanticRequest {
-        pool: &db.pool,
-        eligibility: &ctx,
-        query: "tabs",
-        limit: 10,
-        eligible: EligibleRows::Read(&one),
-    };
-    let hits = index.search(request).await.unwrap();
+    let hits = index.search(request("tabs", EligibleRows::Read(&one))).await.unwrap();
     assert!(hits.len() <= 1 && hits.iter().all(|h| h.revision_id == one[0].revision_id), "{hits:?}");
     // A set larger than the index's cap is oversized without another count.
     let capped = PgVectorIndex::new(embedder).with_eligible_cap(eligible.len() - 1);
-    let request = SemanticRequest {
-        pool: &db.pool,
-        eligibility: &ctx,
-        query: "tabs",
-        limit: 10,
-        eligible: EligibleRows::Read(&eligible),
-    };
-    assert_eq!(capped.search(request).await, Err(SemanticFailure::Oversized));
+    assert_eq!(capped.search(request("tabs", EligibleRows::Read(&eligible))).await, Err(SemanticFailure::Oversized));
     // A set retrieval found larger than it reads is oversized for a cap no larger, uncounted
     // (this channel's few memories would pass a count); a larger cap still counts.
-    let request = |eligible| SemanticRequest { pool: &db.pool, eligibility: &ctx, query: "tabs", limit: 10, eligible };
     let cap = PgVectorIndex::new(HashEmbedder::new("hash-64", 64)).with_eligible_cap(100);
-    assert_eq!(cap.search(request(EligibleRows::MoreThan(100))).await, Err(SemanticFailure::Oversized));
-    assert!(cap.search(request(EligibleRows::MoreThan(99))).await.is_ok(), "below the cap the set is counted");
+    assert_eq!(cap.search(request("tabs", EligibleRows::MoreThan(100))).await, Err(SemanticFailure::Oversized));
+    assert!(cap.search(request("tabs", EligibleRows::MoreThan(99))).await.is_ok(), "below the cap the set is counted");
 }
 
 #[tokio::test]

@@ -150,21 +150,21 @@ pub(crate) async fn eligible_set(
     with_sign_bits: bool,
 ) -> Result<Option<EligibleSet>, sqlx::Error> {
     let probe = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
+    macro_rules! eligible_set_sql {
+        ($bits:literal) => {
+            concat!(
+                "SELECT p.entry_id, p.revision_id, p.subject_actor_id, p.origin_conversation_id, p.always_on,
+                        p.created_at, ",
+                $bits,
+                " AS embedding_bits FROM ",
+                eligible_class_rows!(),
+                " AS p LIMIT $4"
+            )
+        };
+    }
     let sql = match with_sign_bits {
-        true => concat!(
-            "SELECT p.entry_id, p.revision_id, p.subject_actor_id, p.origin_conversation_id, p.always_on, p.created_at,
-                    p.embedding_bits
-               FROM ",
-            eligible_class_rows!(),
-            " AS p LIMIT $4"
-        ),
-        false => concat!(
-            "SELECT p.entry_id, p.revision_id, p.subject_actor_id, p.origin_conversation_id, p.always_on, p.created_at,
-                    NULL::varbit AS embedding_bits
-               FROM ",
-            eligible_class_rows!(),
-            " AS p LIMIT $4"
-        ),
+        true => eligible_set_sql!("p.embedding_bits"),
+        false => eligible_set_sql!("NULL::varbit"),
     };
     let read: Vec<EligibleSetRow> = sqlx::query_as(sql)
         .bind(ctx.agent)

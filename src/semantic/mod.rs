@@ -8,8 +8,9 @@
 //!   its own transaction) with `SKIP LOCKED`, bounded retries and backoff.
 //! - [`rebuild`]: backfill of a new generation with progress.
 //! - [`vector_index`]: [`PgVectorIndex`], retrieval's [`crate::retrieval::SemanticIndex`] over
-//!   pgvector, searching only eligible rows ([`sign_bits`] shortlists the set retrieval read); with the `qdrant` feature,
-//!   `qdrant` mirrors vectors into Qdrant and revalidates its hits against canonical rows.
+//!   pgvector, searching only eligible rows ([`sign_bits`] shortlists the set retrieval read);
+//!   with the `qdrant` feature, `qdrant` mirrors vectors into Qdrant and revalidates its hits
+//!   against canonical rows.
 //!
 //! PostgreSQL stays canonical: dropping every embedding loses nothing a rebuild cannot restore.
 

@@ -7,11 +7,10 @@
 //! same eligible set again to rank it in SQL, takes one index scan off every hybrid search; only
 //! the shortlist goes back to PostgreSQL for exact cosine (`vector_index`).
 
-use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
 use sqlx::postgres::types::Oid;
-use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueFormat, PgValueRef};
-use sqlx::{Decode, Encode, Postgres, Type, TypeInfo};
+use sqlx::postgres::{PgTypeInfo, PgValueFormat, PgValueRef};
+use sqlx::{Decode, Postgres, Type, TypeInfo};
 
 /// PostgreSQL's built-in `bit varying` type.
 const VARBIT_OID: u32 = 1562;
@@ -91,15 +90,6 @@ impl Decode<'_, Postgres> for SignBits {
             PgValueFormat::Binary => Self::from_binary(value.as_bytes()?),
             PgValueFormat::Text => Self::from_text(value.as_str()?),
         }
-    }
-}
-
-impl Encode<'_, Postgres> for SignBits {
-    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
-        let len = i32::try_from(self.len).map_err(|_| "bit varying longer than i32::MAX bits")?;
-        buf.extend(len.to_be_bytes());
-        buf.extend(&self.bytes);
-        Ok(IsNull::No)
     }
 }
 

@@ -3,9 +3,9 @@
 //! [`PgVectorIndex`] searches the active generation in PostgreSQL over eligible rows only: the
 //! eligible set retrieval read in this search (shortlisted by sign bits, then re-ranked by exact
 //! cosine for those revisions alone), or the eligible rows ([`crate::eligible_searchable_rows!`])
-//! in the same SQL statement as the cosine ordering; an ineligible revision is never a hit. External indexes (Qdrant) implement
-//! [`VectorMirror`] for the worker's writes and [`SemanticIndex`] for search, revalidating every
-//! hit against canonical rows. Either way, distinct hits are capped at the requested limit here,
+//! in the same SQL statement as the cosine ordering; an ineligible revision is never a hit.
+//! External indexes (Qdrant) implement [`VectorMirror`] for the worker's writes and
+//! [`SemanticIndex`] for search, revalidating every hit against canonical rows. Either way, distinct hits are capped at the requested limit here,
 //! before retrieval hydrates them, whatever a provider returned.
 
 use std::collections::HashSet;
@@ -342,7 +342,9 @@ async fn nearest_by_shortlist(
         parts[position % RERANK_PARTS].push(revision);
     }
     let [first, second] = &parts;
-    let (mut hits, more) = tokio::try_join!(rerank(pool, first, &nearest), rerank(pool, second, &nearest))?;
+    let query = vector_literal(nearest.vector);
+    let (mut hits, more) =
+        tokio::try_join!(rerank(pool, first, &query, &nearest), rerank(pool, second, &query, &nearest))?;
     hits.extend(more);
     hits.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
     hits.truncate(nearest.limit);
@@ -360,11 +362,13 @@ async fn nearest_by_shortlist(
 /// `limit`, merged by the same order).
 pub const RERANK_PARTS: usize = 2;
 
-/// The best `limit` of `revisions` in `generation` by exact cosine distance, at most `1 - min`,
-/// closest first (ties by revision id): `(revision, distance)`.
+/// The best `limit` of `revisions` in `generation` by exact cosine distance to `query` (the
+/// vector as pgvector text), at most `1 - min`, closest first (ties by revision id):
+/// `(revision, distance)`.
 async fn rerank(
     pool: &PgPool,
     revisions: &[RevisionId],
+    query: &str,
     nearest: &Nearest<'_>,
 ) -> Result<Vec<(RevisionId, f64)>, sqlx::Error> {
     if revisions.is_empty() {
@@ -382,7 +386,7 @@ async fn rerank(
           LIMIT $3"
     );
     sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(vector_literal(nearest.vector))
+        .bind(query)
         .bind(revisions)
         .bind(i64::try_from(nearest.limit).unwrap_or(i64::MAX))
         .bind(1.0 - f64::from(nearest.min))
