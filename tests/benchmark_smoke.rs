@@ -52,18 +52,24 @@ async fn locomo_dev_split_evaluates_without_errors_or_violations() {
     );
 }
 
-#[tokio::test]
-async fn the_10k_speed_bench_runs_and_finds_things() {
-    let admin: sqlx::postgres::PgConnectOptions = common::admin_url().parse().unwrap();
-    let options = BenchOptions {
+/// The 10k store as CI measures it: one second per write rate, group commit at 4 and 16 writers.
+fn smoke_options() -> BenchOptions {
+    BenchOptions {
         sizes: vec![10_000],
         queries: 50,
         write_duration: Duration::from_secs(1),
         writers: 4,
+        remember_writers: vec![16],
         keep_databases: true,
         reuse_databases: false,
         hybrid_max_revisions: 10_000,
-    };
+    }
+}
+
+#[tokio::test]
+async fn the_10k_speed_bench_runs_and_finds_things() {
+    let admin: sqlx::postgres::PgConnectOptions = common::admin_url().parse().unwrap();
+    let options = smoke_options();
     let reports = bench::run(&admin, &options, |stage| eprintln!("bench: {stage}")).await.expect("bench runs");
     println!("{}", bench::render_table(&reports));
     let report = &reports[0];
@@ -72,6 +78,12 @@ async fn the_10k_speed_bench_runs_and_finds_things() {
     assert!(report.lexical_selections_per_query > 0.0, "searches return memories");
     assert!(report.remembers_per_second > 0.0 && report.amends_per_second > 0.0);
     assert!(report.remembers_per_second_one_per_transaction > 0.0);
+    let writers: Vec<usize> = report.remembers_by_writers.iter().map(|rate| rate.writers).collect();
+    assert_eq!(writers, [4, 16], "group commit is measured at --writers, then at each --remember-writers");
+    for rate in report.remembers_by_writers.iter().chain([&report.remembers_one_per_transaction, &report.amends]) {
+        assert!(rate.per_second > 0.0 && rate.latency.samples > 0, "every write rate has latencies: {rate:?}");
+        assert!(rate.latency.p50_ms <= rate.latency.p95_ms && rate.latency.p95_ms <= rate.latency.p99_ms);
+    }
     assert_eq!(report.hybrid.as_ref().map(|h| h.samples), Some(50), "hybrid recall was measured");
 
     // `--reuse` measures the kept store again without loading it: same workspace, same queries.
@@ -85,4 +97,23 @@ async fn the_10k_speed_bench_runs_and_finds_things() {
         .expect("reopening")
         .expect("the kept database");
     kept.drop_database().await.expect("dropping the kept database");
+}
+
+#[tokio::test]
+async fn options_that_measure_nothing_are_refused_before_any_database_work() {
+    // A server that does not exist: reaching for it would fail with a setup error instead.
+    let admin: sqlx::postgres::PgConnectOptions = "postgres://nobody@127.0.0.1:1/none".parse().unwrap();
+    let valid = smoke_options();
+    let cases = [
+        BenchOptions { writers: 0, ..valid.clone() },
+        BenchOptions { remember_writers: vec![8, 0], ..valid.clone() },
+        BenchOptions { sizes: vec![10_000, 0], ..valid.clone() },
+    ];
+    for options in cases {
+        let refused = bench::run(&admin, &options, |stage| panic!("nothing may start: {stage}")).await;
+        assert!(
+            matches!(refused, Err(bench::BenchError::InvalidOptions(_))),
+            "refused with a typed error: {refused:?}"
+        );
+    }
 }

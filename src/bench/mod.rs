@@ -30,6 +30,9 @@ pub enum BenchError {
     /// The scratch database could not be created.
     #[error("creating the benchmark database: {0}")]
     Setup(String),
+    /// The options ask for something that cannot be measured (checked before any database work).
+    #[error("invalid benchmark options: {0}")]
+    InvalidOptions(String),
 }
 
 /// Latency percentiles of one measured operation, in milliseconds.
@@ -145,18 +148,31 @@ impl Writer {
     }
 }
 
+/// How fast one kind of write went: committed writes per second over all writers, and how long
+/// each write took from its caller's point of view (queueing for a batch included).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct WriteRate {
+    /// Concurrent writers.
+    pub writers: usize,
+    /// Committed writes per second, all writers together.
+    pub per_second: f64,
+    /// Latency of one write as its caller saw it.
+    pub latency: Latency,
+}
+
 /// Runs `concurrency` writers (each stops at its own deadline) and returns the committed writes per
-/// second. `write` performs one durable write and says whether it committed.
-async fn writes_per_second<F, Fut>(
+/// second with each write's latency. `write` performs durable writes until the deadline and returns
+/// how long each committed one took.
+async fn write_rate<F, Fut>(
     store: &Store,
     workspace: &SyntheticWorkspace,
     concurrency: usize,
     seed: u64,
     write: F,
-) -> Result<f64, BenchError>
+) -> Result<WriteRate, BenchError>
 where
     F: Fn(Store, Writer) -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = Result<usize, BenchError>> + Send,
+    Fut: std::future::Future<Output = Result<Vec<Duration>, BenchError>> + Send,
 {
     let workspace = Arc::new(workspace.clone());
     let started = Instant::now();
@@ -168,29 +184,32 @@ where
             write(store, writer).await
         }));
     }
-    let mut total = 0;
+    let mut samples = Vec::new();
     for task in tasks {
-        total += task.await.expect("writer task panicked")?;
+        samples.extend(task.await.expect("writer task panicked")?);
     }
-    Ok(total as f64 / started.elapsed().as_secs_f64())
+    let per_second = samples.len() as f64 / started.elapsed().as_secs_f64();
+    Ok(WriteRate { writers: concurrency, per_second, latency: Latency::from_samples(samples) })
 }
 
 /// Remembers per second: `concurrency` writers each creating entries (with a message source and
-/// the outbox row, one transaction each) for `duration`.
+/// the outbox row) for `duration`, through `store`'s write path (group-committed or not).
 pub async fn measure_remember_throughput(
     store: &Store,
     workspace: &SyntheticWorkspace,
     concurrency: usize,
     duration: Duration,
-) -> Result<f64, BenchError> {
+) -> Result<WriteRate, BenchError> {
     let deadline = Instant::now() + duration;
-    writes_per_second(store, workspace, concurrency, 1000, move |store, mut writer| async move {
-        let mut written = 0usize;
+    write_rate(store, workspace, concurrency, 1000, move |store, mut writer| async move {
+        let mut took = Vec::new();
         while Instant::now() < deadline {
-            store.create_entry(writer.memory()).await?;
-            written += 1;
+            let memory = writer.memory();
+            let started = Instant::now();
+            store.create_entry(memory).await?;
+            took.push(started.elapsed());
         }
-        Ok(written)
+        Ok(took)
     })
     .await
 }
@@ -202,30 +221,29 @@ pub async fn measure_amend_throughput(
     workspace: &SyntheticWorkspace,
     concurrency: usize,
     duration: Duration,
-) -> Result<f64, BenchError> {
+) -> Result<WriteRate, BenchError> {
     let deadline = Instant::now() + duration;
-    writes_per_second(store, workspace, concurrency, 2000, move |store, mut writer| async move {
+    write_rate(store, workspace, concurrency, 2000, move |store, mut writer| async move {
         let created = store.create_entry(writer.memory()).await?;
         let mut expected = created.revision_id;
-        let mut amended = 0usize;
+        let mut took = Vec::new();
         while Instant::now() < deadline {
-            let outcome = store
-                .amend_entry(crate::store::Amendment {
-                    agent: writer.workspace.agent,
-                    entry: created.entry_id,
-                    expected_revision: expected,
-                    body: Some(writer.body()),
-                    subject: crate::store::SubjectUpdate::Keep,
-                    source_actor: Some(writer.speaker),
-                    sources: vec![],
-                })
-                .await?;
-            if let crate::store::WriteOutcome::Committed(c) = outcome {
+            let amendment = crate::store::Amendment {
+                agent: writer.workspace.agent,
+                entry: created.entry_id,
+                expected_revision: expected,
+                body: Some(writer.body()),
+                subject: crate::store::SubjectUpdate::Keep,
+                source_actor: Some(writer.speaker),
+                sources: vec![],
+            };
+            let started = Instant::now();
+            if let crate::store::WriteOutcome::Committed(c) = store.amend_entry(amendment).await? {
+                took.push(started.elapsed());
                 expected = c.revision_id;
-                amended += 1;
             }
         }
-        Ok(amended)
+        Ok(took)
     })
     .await
 }
@@ -241,6 +259,10 @@ pub struct BenchOptions {
     pub write_duration: Duration,
     /// Concurrent writers.
     pub writers: usize,
+    /// Further writer counts at which group-committed remembers are measured again (a batch
+    /// fills with the remembers that arrive while the previous one commits, so throughput and
+    /// latency depend on how many callers write at once). Empty: only `writers`.
+    pub remember_writers: Vec<usize>,
     /// Keep the benchmark databases afterwards.
     pub keep_databases: bool,
     /// Measure the newest kept database of each size instead of loading a new one (its load
@@ -249,6 +271,20 @@ pub struct BenchOptions {
     /// Measure hybrid (pgvector) recall only up to this many revisions: embedding and copying a
     /// million vectors adds minutes to the run.
     pub hybrid_max_revisions: usize,
+}
+
+impl BenchOptions {
+    /// Refuses options that would measure nothing (or divide by nothing) before a database is
+    /// created: a run of many minutes should not end with a figure of zero writers.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        if self.sizes.contains(&0) {
+            return Err(BenchError::InvalidOptions("every store size must be at least one revision".into()));
+        }
+        if self.writers == 0 || self.remember_writers.contains(&0) {
+            return Err(BenchError::InvalidOptions("writer counts must be at least 1".into()));
+        }
+        Ok(())
+    }
 }
 
 /// Figures for one store size.
@@ -275,6 +311,13 @@ pub struct SizeReport {
     pub remembers_per_second_one_per_transaction: f64,
     /// Amends per second with the outbox.
     pub amends_per_second: f64,
+    /// Group-committed remembers at `writers` and then at each of `remember_writers`, with the
+    /// latency each caller saw.
+    pub remembers_by_writers: Vec<WriteRate>,
+    /// One remember per transaction at `writers`, with its latency (the baseline).
+    pub remembers_one_per_transaction: WriteRate,
+    /// Amends at `writers`, with their latency.
+    pub amends: WriteRate,
 }
 
 /// Runs every size in its own fresh database on the server behind `admin`.
@@ -283,6 +326,7 @@ pub async fn run(
     options: &BenchOptions,
     mut progress: impl FnMut(&str),
 ) -> Result<Vec<SizeReport>, BenchError> {
+    options.validate()?;
     let mut reports = Vec::new();
     for &size in &options.sizes {
         let prefix = format!("mesh_bench_{size}");
@@ -356,14 +400,16 @@ async fn measure_size(
     progress(&format!("{size}: remember throughput, one transaction per remember (baseline)"));
     let one_per_transaction =
         Store::with_group_commit(pool.clone(), GroupCommit { max_batch: 1, max_in_flight: options.writers });
-    let remembers_per_second_one_per_transaction =
+    let remembers_one_per_transaction =
         measure_remember_throughput(&one_per_transaction, &workspace, options.writers, options.write_duration).await?;
-    progress(&format!("{size}: remember throughput, group commit"));
-    let remembers_per_second =
-        measure_remember_throughput(&store, &workspace, options.writers, options.write_duration).await?;
+    let mut remembers_by_writers = Vec::new();
+    for writers in std::iter::once(options.writers).chain(options.remember_writers.iter().copied()) {
+        progress(&format!("{size}: remember throughput, group commit, {writers} writers"));
+        remembers_by_writers
+            .push(measure_remember_throughput(&store, &workspace, writers, options.write_duration).await?);
+    }
     progress(&format!("{size}: amend throughput"));
-    let amends_per_second =
-        measure_amend_throughput(&store, &workspace, options.writers, options.write_duration).await?;
+    let amends = measure_amend_throughput(&store, &workspace, options.writers, options.write_duration).await?;
     Ok(SizeReport {
         revisions: workspace.revisions,
         entries: workspace.entries,
@@ -372,9 +418,12 @@ async fn measure_size(
         lexical,
         hybrid,
         vector_index_seconds,
-        remembers_per_second,
-        remembers_per_second_one_per_transaction,
-        amends_per_second,
+        remembers_per_second: remembers_by_writers[0].per_second,
+        remembers_per_second_one_per_transaction: remembers_one_per_transaction.per_second,
+        amends_per_second: amends.per_second,
+        remembers_by_writers,
+        remembers_one_per_transaction,
+        amends,
     })
 }
 
@@ -458,6 +507,28 @@ pub fn render_table(reports: &[SizeReport]) -> String {
             r.remembers_per_second_one_per_transaction,
             r.amends_per_second
         ));
+    }
+    out.push_str(&format!(
+        "\n{:>9} {:>8} {:>10} {:>12} {:>12} {:>12}\n",
+        "revisions", "writers", "remember/s", "latency p50", "latency p95", "latency p99"
+    ));
+    for r in reports {
+        let rows = r
+            .remembers_by_writers
+            .iter()
+            .map(|rate| (rate, ""))
+            .chain([(&r.remembers_one_per_transaction, " (1 tx each)")]);
+        for (rate, note) in rows {
+            out.push_str(&format!(
+                "{:>9} {:>8} {:>10.0} {:>12.2} {:>12.2} {:>12.2}{note}\n",
+                r.revisions,
+                rate.writers,
+                rate.per_second,
+                rate.latency.p50_ms,
+                rate.latency.p95_ms,
+                rate.latency.p99_ms
+            ));
+        }
     }
     out
 }

@@ -112,6 +112,11 @@ enum Command {
         /// Concurrent writers.
         #[arg(long, default_value_t = 8)]
         writers: usize,
+        /// Further writer counts at which group-committed remembers are measured again, comma
+        /// separated (throughput and latency depend on how many callers write at once). Each
+        /// adds `--write-seconds` of writes to the store, which a `--reuse` run then searches.
+        #[arg(long, value_delimiter = ',')]
+        remember_writers: Vec<usize>,
         /// Keep the benchmark databases.
         #[arg(long)]
         keep: bool,
@@ -263,12 +268,23 @@ async fn run(cli: Cli) -> Result<()> {
             let config = mesh_memory::retrieval::RetrievalConfig { semantic_weight, ..Default::default() };
             eval_locomo(cli.database_url.as_deref(), &path, max_samples, json_out.as_deref(), keep, config).await
         }
-        Command::Bench { sizes, queries, write_seconds, writers, keep, reuse, hybrid_max, json_out } => {
+        Command::Bench {
+            sizes,
+            queries,
+            write_seconds,
+            writers,
+            remember_writers,
+            keep,
+            reuse,
+            hybrid_max,
+            json_out,
+        } => {
             let options = mesh_memory::bench::BenchOptions {
                 sizes,
                 queries,
                 write_duration: std::time::Duration::from_secs_f64(write_seconds),
                 writers,
+                remember_writers,
                 keep_databases: keep,
                 reuse_databases: reuse,
                 hybrid_max_revisions: hybrid_max,
