@@ -5,8 +5,9 @@
 //! cosine for those revisions alone), or the eligible rows ([`crate::eligible_searchable_rows!`])
 //! in the same SQL statement as the cosine ordering; an ineligible revision is never a hit.
 //! External indexes (Qdrant) implement [`VectorMirror`] for the worker's writes and
-//! [`SemanticIndex`] for search, revalidating every hit against canonical rows. Either way, distinct hits are capped at the requested limit here,
-//! before retrieval hydrates them, whatever a provider returned.
+//! [`SemanticIndex`] for search, revalidating every hit against canonical rows. Either way,
+//! distinct hits are capped at the requested limit here, before retrieval hydrates them, whatever
+//! a provider returned.
 
 use std::collections::HashSet;
 use std::future::Future;
