@@ -70,9 +70,16 @@ fn smoke_options() -> BenchOptions {
 async fn the_10k_speed_bench_runs_and_finds_things() {
     let admin: sqlx::postgres::PgConnectOptions = common::admin_url().parse().unwrap();
     let options = smoke_options();
-    let reports = bench::run(&admin, &options, |stage| eprintln!("bench: {stage}")).await.expect("bench runs");
-    println!("{}", bench::render_table(&reports));
-    let report = &reports[0];
+    let run = bench::run(&admin, &options, |stage| eprintln!("bench: {stage}")).await.expect("bench runs");
+    let text = bench::render_table(&run);
+    println!("{text}");
+    // The figures say which server settings they were measured under.
+    let server = &run.server;
+    assert!(server.version.starts_with(|c: char| c.is_ascii_digit()), "a server version: {server:?}");
+    assert!(!server.shared_buffers.is_empty() && ["on", "off"].contains(&server.fsync.as_str()), "{server:?}");
+    assert!(["on", "off", "unknown"].contains(&server.huge_pages.as_str()), "{server:?}");
+    assert!(text.starts_with(&format!("server: PostgreSQL {}", server.version)), "the text names the server first");
+    let report = &run.sizes[0];
     assert_eq!(report.revisions, 10_000);
     assert_eq!(report.lexical.samples, 50);
     assert!(report.lexical_selections_per_query > 0.0, "searches return memories");
@@ -89,9 +96,10 @@ async fn the_10k_speed_bench_runs_and_finds_things() {
     // `--reuse` measures the kept store again without loading it: same workspace, same queries.
     let again = BenchOptions { queries: 10, keep_databases: false, reuse_databases: true, ..options };
     let reused = bench::run(&admin, &again, |stage| eprintln!("bench (reuse): {stage}")).await.expect("bench reruns");
-    assert_eq!(reused[0].load_seconds, 0.0, "nothing was loaded");
-    assert!(reused[0].revisions >= 10_000, "the kept store plus the first run's writes");
-    assert!(reused[0].lexical_selections_per_query > 0.0, "the reloaded workspace asks answerable queries");
+    let reused = &reused.sizes[0];
+    assert_eq!(reused.load_seconds, 0.0, "nothing was loaded");
+    assert!(reused.revisions >= 10_000, "the kept store plus the first run's writes");
+    assert!(reused.lexical_selections_per_query > 0.0, "the reloaded workspace asks answerable queries");
     let kept = mesh_memory::database::ScratchDatabase::reopen_latest(&admin, "mesh_bench_10000", 2)
         .await
         .expect("reopening")

@@ -321,13 +321,97 @@ impl SizeReport {
     }
 }
 
+/// The server settings that move the figures as much as the code does, recorded with them: a
+/// report whose buffer cache, huge pages or durability differ from another's is not comparable
+/// with it (the 1M search figures of two sections of BENCHMARKS.md were 30% high because the
+/// development cluster had PostgreSQL's default 128 MB of `shared_buffers`, which no report said).
+#[derive(Clone, Debug, Serialize)]
+pub struct ServerSettings {
+    /// `server_version`.
+    pub version: String,
+    /// `shared_buffers`, as the server shows it (e.g. `4GB`).
+    pub shared_buffers: String,
+    /// Whether the shared memory is mapped with huge pages (`huge_pages_status`: `on` or `off`;
+    /// `unknown` before PostgreSQL 17). Off, the buffer cache is mapped in 4 kB pages: hybrid
+    /// searches at 1M took a fifth to a quarter longer on the benchmark machine (BENCHMARKS.md).
+    pub huge_pages: String,
+    /// How many huge pages the shared memory needs (`shared_memory_size_in_huge_pages`), the
+    /// `vm.nr_hugepages` to reserve for it; `None` where the platform has none.
+    pub huge_pages_needed: Option<u64>,
+    /// `fsync`: `off` on an `--ephemeral` cluster, whose commits never wait for the disk.
+    pub fsync: String,
+    /// `synchronous_commit`.
+    pub synchronous_commit: String,
+}
+
+impl ServerSettings {
+    /// Reads them from the server behind `admin` (one short connection).
+    pub async fn read(admin: &sqlx::postgres::PgConnectOptions) -> Result<Self, BenchError> {
+        use sqlx::Connection;
+        let mut connection =
+            sqlx::PgConnection::connect_with(admin).await.map_err(|e| BenchError::Setup(e.to_string()))?;
+        let (version, shared_buffers, huge_pages, needed, fsync, synchronous_commit): (
+            String,
+            String,
+            String,
+            Option<String>,
+            String,
+            String,
+        ) = sqlx::query_as(
+            "SELECT current_setting('server_version'), current_setting('shared_buffers'),
+                    coalesce(current_setting('huge_pages_status', true), 'unknown'),
+                    current_setting('shared_memory_size_in_huge_pages', true),
+                    current_setting('fsync'), current_setting('synchronous_commit')",
+        )
+        .fetch_one(&mut connection)
+        .await?;
+        connection.close().await?;
+        // -1: the platform has no huge pages; absent: a server too old to compute it.
+        let huge_pages_needed = needed.and_then(|n| n.parse::<i64>().ok()).and_then(|n| u64::try_from(n).ok());
+        Ok(ServerSettings { version, shared_buffers, huge_pages, huge_pages_needed, fsync, synchronous_commit })
+    }
+
+    /// One line for the report's header.
+    pub fn summary(&self) -> String {
+        format!(
+            "PostgreSQL {}, shared_buffers {}, huge pages {}, fsync {}, synchronous_commit {}",
+            self.version, self.shared_buffers, self.huge_pages, self.fsync, self.synchronous_commit
+        )
+    }
+
+    /// What to do about huge pages, when the server runs without them and could use them.
+    pub fn huge_pages_advice(&self) -> Option<String> {
+        let needed = self.huge_pages_needed.filter(|n| *n > 0)?;
+        (self.huge_pages == "off").then(|| {
+            format!(
+                "huge pages are off: reserving {needed} (sysctl vm.nr_hugepages={needed}) and restarting the \
+                 server maps its shared memory with them (see BENCHMARKS.md, \"huge pages\")"
+            )
+        })
+    }
+}
+
+/// A whole run: the server it measured and every size's figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    /// The settings the figures were measured under.
+    pub server: ServerSettings,
+    /// One report per size, in the order asked.
+    pub sizes: Vec<SizeReport>,
+}
+
 /// Runs every size in its own fresh database on the server behind `admin`.
 pub async fn run(
     admin: &sqlx::postgres::PgConnectOptions,
     options: &BenchOptions,
     mut progress: impl FnMut(&str),
-) -> Result<Vec<SizeReport>, BenchError> {
+) -> Result<BenchReport, BenchError> {
     options.validate()?;
+    let server = ServerSettings::read(admin).await?;
+    progress(&format!("server: {}", server.summary()));
+    if let Some(advice) = server.huge_pages_advice() {
+        progress(&advice);
+    }
     let mut reports = Vec::new();
     for &size in &options.sizes {
         let prefix = format!("mesh_bench_{size}");
@@ -355,7 +439,7 @@ pub async fn run(
         }
         reports.push(result?);
     }
-    Ok(reports)
+    Ok(BenchReport { server, sizes: reports })
 }
 
 async fn measure_size(
@@ -475,9 +559,12 @@ async fn load_vectors(pool: &sqlx::PgPool) -> Result<(), BenchError> {
     Ok(())
 }
 
-/// The reports as a table, with growth ratios against the smallest size.
-pub fn render_table(reports: &[SizeReport]) -> String {
-    let mut out = format!(
+/// The run as text: the server's settings, then the sizes as a table with growth ratios against
+/// the smallest size, then every write rate with its latency.
+pub fn render_table(report: &BenchReport) -> String {
+    let reports = &report.sizes;
+    let mut out = format!("server: {}\n\n", report.server.summary());
+    out.push_str(&format!(
         "{:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9}\n",
         "revisions",
         "load s",
@@ -489,9 +576,9 @@ pub fn render_table(reports: &[SizeReport]) -> String {
         "remember/s",
         "1 tx each",
         "amend/s"
-    );
+    ));
     let base = reports.first().map(|r| r.lexical.p95_ms).unwrap_or(1.0).max(1e-9);
-    for r in reports {
+    for r in reports.iter() {
         out.push_str(&format!(
             "{:>9} {:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>9} {:>9.2} {:>10.0} {:>10.0} {:>9.0}\n",
             r.revisions,
@@ -529,4 +616,30 @@ pub fn render_table(reports: &[SizeReport]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(huge_pages: &str, needed: Option<u64>) -> ServerSettings {
+        ServerSettings {
+            version: "18.6".into(),
+            shared_buffers: "4GB".into(),
+            huge_pages: huge_pages.into(),
+            huge_pages_needed: needed,
+            fsync: "off".into(),
+            synchronous_commit: "off".into(),
+        }
+    }
+
+    #[test]
+    fn huge_pages_advice_names_the_pages_to_reserve_only_when_they_are_off_and_possible() {
+        let advice = settings("off", Some(2130)).huge_pages_advice().expect("advice when off");
+        assert!(advice.contains("vm.nr_hugepages=2130"), "{advice}");
+        assert_eq!(settings("on", Some(2130)).huge_pages_advice(), None, "already on");
+        assert_eq!(settings("off", None).huge_pages_advice(), None, "the platform has none");
+        assert_eq!(settings("off", Some(0)).huge_pages_advice(), None);
+        assert_eq!(settings("unknown", Some(2130)).huge_pages_advice(), None, "an old server says nothing");
+    }
 }

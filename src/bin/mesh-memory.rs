@@ -564,13 +564,13 @@ async fn bench(
     let (url, _guard) = admin_url(url)?;
     let admin: sqlx::postgres::PgConnectOptions = url.parse().context("parsing the database URL")?;
     let started = std::time::Instant::now();
-    let reports = mesh_memory::bench::run(&admin, options, |stage| {
+    let report = mesh_memory::bench::run(&admin, options, |stage| {
         eprintln!("[{:>7.1}s] {stage}", started.elapsed().as_secs_f64());
     })
     .await?;
-    print!("{}", mesh_memory::bench::render_table(&reports));
+    print!("{}", mesh_memory::bench::render_table(&report));
     if let Some(path) = json_out {
-        std::fs::write(path, serde_json::to_string_pretty(&reports)?)
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
