@@ -35,6 +35,7 @@ async fn locomo_dev_split_evaluates_without_errors_or_violations() {
         config: RetrievalConfig::default(),
         embedder: Some(std::sync::Arc::new(embedder)),
         max_samples: None,
+        extra_hybrid: Vec::new(),
     };
     let report = evaluation::run_locomo(&db.store, &samples, &options, |_, _| {}).await.expect("evaluation runs");
     println!("{}", evaluation::render_table(&report));

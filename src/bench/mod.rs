@@ -333,7 +333,7 @@ pub struct ServerSettings {
     pub shared_buffers: String,
     /// Whether the shared memory is mapped with huge pages (`huge_pages_status`: `on` or `off`;
     /// `unknown` before PostgreSQL 17). Off, the buffer cache is mapped in 4 kB pages: hybrid
-    /// searches at 1M took a fifth to a quarter longer on the benchmark machine (BENCHMARKS.md).
+    /// searches at 1M took about a quarter longer on the benchmark machine (BENCHMARKS.md).
     pub huge_pages: String,
     /// How many huge pages the shared memory needs (`shared_memory_size_in_huge_pages`), the
     /// `vm.nr_hugepages` to reserve for it; `None` where the platform has none.
@@ -522,12 +522,13 @@ async fn load_vectors(pool: &sqlx::PgPool) -> Result<(), BenchError> {
     let info = hashing::HashingEmbedder::default();
     let info = crate::semantic::Embedder::info(&info).clone();
     let generation: i64 = sqlx::query_scalar(
-        "INSERT INTO embedding_generations (provider, model, dimension, state, activated_at)
-         VALUES ($1, $2, $3, 'active', now()) RETURNING id",
+        "INSERT INTO embedding_generations (provider, model, dimension, state, activated_at, document_form)
+         VALUES ($1, $2, $3, 'active', now(), $4) RETURNING id",
     )
     .bind(&info.provider)
     .bind(&info.model)
     .bind(info.dimension as i32)
+    .bind(crate::semantic::DOCUMENT_FORM)
     .fetch_one(pool)
     .await?;
     let rows: Vec<(uuid::Uuid, String)> = sqlx::query_as(
@@ -578,7 +579,7 @@ pub fn render_table(report: &BenchReport) -> String {
         "amend/s"
     ));
     let base = reports.first().map(|r| r.lexical.p95_ms).unwrap_or(1.0).max(1e-9);
-    for r in reports.iter() {
+    for r in reports {
         out.push_str(&format!(
             "{:>9} {:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>9} {:>9.2} {:>10.0} {:>10.0} {:>9.0}\n",
             r.revisions,

@@ -224,9 +224,14 @@ enum EvalSuite {
         /// Keep the scratch database.
         #[arg(long)]
         keep: bool,
-        /// Weight of semantic ranks in the fusion (lexical is 1.0).
-        #[arg(long, default_value_t = mesh_memory::retrieval::DEFAULT_SEMANTIC_WEIGHT)]
-        semantic_weight: f64,
+        /// Retrieval settings for every variant, `name=value[,name=value]` (e.g.
+        /// `semantic_weight=0.5,bm25_b=0.6`); names are `RetrievalConfig`'s tunable fields.
+        #[arg(long = "set", value_name = "SETTINGS")]
+        settings: Vec<String>,
+        /// Also evaluate a hybrid variant with other settings, `NAME:name=value[,...]`, reported as
+        /// `hybrid:NAME` (repeatable; every variant shares one load of the data).
+        #[arg(long = "also", value_name = "NAME:SETTINGS")]
+        also: Vec<String>,
     },
 }
 
@@ -264,9 +269,20 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Demo { action: DemoAction::Seed } => {
             with_store(cli.database_url.as_deref(), |store| async move { demo_seed(&store, cli.json).await }).await
         }
-        Command::Eval { suite: EvalSuite::Locomo { path, max_samples, json_out, keep, semantic_weight } } => {
-            let config = mesh_memory::retrieval::RetrievalConfig { semantic_weight, ..Default::default() };
-            eval_locomo(cli.database_url.as_deref(), &path, max_samples, json_out.as_deref(), keep, config).await
+        Command::Eval { suite: EvalSuite::Locomo { path, max_samples, json_out, keep, settings, also } } => {
+            let mut config = mesh_memory::retrieval::RetrievalConfig::default();
+            for setting in &settings {
+                config = config.with_settings(setting)?;
+            }
+            let mut extra_hybrid = Vec::new();
+            for variant in &also {
+                let (name, settings) = variant
+                    .split_once(':')
+                    .with_context(|| format!("--also {variant:?}: expected NAME:name=value[,...]"))?;
+                extra_hybrid.push((name.to_owned(), config.clone().with_settings(settings)?));
+            }
+            let run = EvalRun { max_samples, json_out: json_out.as_deref(), keep, config, extra_hybrid };
+            eval_locomo(cli.database_url.as_deref(), &path, run).await
         }
         Command::Bench {
             sizes,
@@ -509,14 +525,17 @@ fn admin_url(url: Option<&str>) -> Result<(String, Option<mesh_memory::pg::Clust
     })
 }
 
-async fn eval_locomo(
-    url: Option<&str>,
-    path: &std::path::Path,
+/// What `eval locomo` was asked to do besides reading the data.
+struct EvalRun<'a> {
     max_samples: Option<usize>,
-    json_out: Option<&std::path::Path>,
+    json_out: Option<&'a std::path::Path>,
     keep: bool,
     config: mesh_memory::retrieval::RetrievalConfig,
-) -> Result<()> {
+    extra_hybrid: Vec<(String, mesh_memory::retrieval::RetrievalConfig)>,
+}
+
+async fn eval_locomo(url: Option<&str>, path: &std::path::Path, run: EvalRun<'_>) -> Result<()> {
+    let EvalRun { max_samples, json_out, keep, config, extra_hybrid } = run;
     use mesh_memory::evaluation;
     let samples = evaluation::dataset::read(path)?;
     let (url, _guard) = admin_url(url)?;
@@ -533,6 +552,7 @@ async fn eval_locomo(
             }
         },
         max_samples,
+        extra_hybrid,
     };
     let store = Store::new(scratch.pool.clone());
     let mut last_percent = usize::MAX;

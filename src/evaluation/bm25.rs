@@ -34,8 +34,14 @@ pub struct Bm25Index {
 }
 
 impl Bm25Index {
-    /// Indexes `(id, text)` pairs.
+    /// Indexes `(id, text)` pairs, tokenized by [`tokenize`].
     pub fn new<'a>(documents: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        Self::from_tokens(documents.into_iter().map(|(id, text)| (id.to_owned(), tokenize(text))))
+    }
+
+    /// Indexes documents already split into terms (for example PostgreSQL's lexemes, to check the
+    /// in-database ranking against this one on the same terms).
+    pub fn from_tokens(documents: impl IntoIterator<Item = (String, Vec<String>)>) -> Self {
         let mut index = Bm25Index {
             ids: Vec::new(),
             term_frequencies: Vec::new(),
@@ -43,8 +49,7 @@ impl Bm25Index {
             document_frequency: HashMap::new(),
             average_length: 0.0,
         };
-        for (id, text) in documents {
-            let tokens = tokenize(text);
+        for (id, tokens) in documents {
             let mut tf: HashMap<String, u32> = HashMap::new();
             for token in &tokens {
                 *tf.entry(token.clone()).or_default() += 1;
@@ -52,7 +57,7 @@ impl Bm25Index {
             for term in tf.keys() {
                 *index.document_frequency.entry(term.clone()).or_default() += 1;
             }
-            index.ids.push(id.to_owned());
+            index.ids.push(id);
             index.lengths.push(tokens.len() as f64);
             index.term_frequencies.push(tf);
         }
@@ -63,8 +68,13 @@ impl Bm25Index {
 
     /// The ids of the best `k` documents for `query`, best first (documents scoring 0 omitted).
     pub fn search(&self, query: &str, k: usize) -> Vec<String> {
+        self.search_terms(&tokenize(query), k).into_iter().map(|(id, _)| id).collect()
+    }
+
+    /// The best `k` documents for a query already split into terms, with their scores, best first
+    /// (ties by indexing order; documents scoring 0 omitted).
+    pub fn search_terms(&self, terms: &[String], k: usize) -> Vec<(String, f64)> {
         let n = self.ids.len() as f64;
-        let terms = tokenize(query);
         let mut scored: Vec<(f64, usize)> = self
             .term_frequencies
             .iter()
@@ -85,7 +95,12 @@ impl Bm25Index {
             .filter(|(score, _)| *score > 0.0)
             .collect();
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        scored.into_iter().take(k).map(|(_, doc)| self.ids[doc].clone()).collect()
+        scored.into_iter().take(k).map(|(score, doc)| (self.ids[doc].clone(), score)).collect()
+    }
+
+    /// The score of document `id` for the query terms (0 when it matches none or is unknown).
+    pub fn score(&self, id: &str, terms: &[String]) -> f64 {
+        self.search_terms(terms, self.ids.len()).into_iter().find(|(d, _)| d == id).map_or(0.0, |(_, s)| s)
     }
 }
 

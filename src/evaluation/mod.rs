@@ -12,7 +12,7 @@ pub mod bm25;
 pub mod dataset;
 pub mod metrics;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -94,6 +94,10 @@ pub struct EvalReport {
     pub eligibility_violations: usize,
     /// Variants that could not run, with why (e.g. no vector index).
     pub unavailable: BTreeMap<String, String>,
+    /// Variant -> degradation category -> searches that reported it (a semantic search that
+    /// timed out or was unavailable is scored as the lexical search it fell back to; this says
+    /// how often that happened).
+    pub degraded: BTreeMap<String, BTreeMap<String, usize>>,
     /// Seconds spent loading memories.
     pub load_seconds: f64,
     /// Seconds spent embedding and indexing them, when semantic variants ran.
@@ -109,6 +113,9 @@ pub struct EvalOptions {
     pub embedder: Option<Arc<dyn crate::semantic::Embedder>>,
     /// Evaluate at most this many samples.
     pub max_samples: Option<usize>,
+    /// More hybrid variants to evaluate beside the production one, each with its own weights,
+    /// named `hybrid:<name>` in the report (for tuning: every variant shares one load).
+    pub extra_hybrid: Vec<(String, RetrievalConfig)>,
 }
 
 /// One sample as loaded: where to ask, and which revision is which turn.
@@ -212,8 +219,8 @@ pub async fn run_locomo(
     report.memories = loaded.iter().map(|l| l.turn_of.len()).sum();
 
     let lexical = Retriever::new(store.clone(), options.config.clone());
-    let mut variants: Vec<(Variant, Option<Retriever>)> =
-        vec![(Variant::Lexical, Some(lexical)), (Variant::Bm25, None)];
+    let mut variants: Vec<(String, Option<Retriever>)> =
+        vec![(Variant::Lexical.name().into(), Some(lexical)), (Variant::Bm25.name().into(), None)];
     let semantic_index: Option<Arc<dyn SemanticIndex>> = match &options.embedder {
         Some(embedder) => {
             let timer = Instant::now();
@@ -230,15 +237,15 @@ pub async fn run_locomo(
     };
     match &semantic_index {
         Some(index) => {
+            let with_index = |config: RetrievalConfig| {
+                Some(Retriever::new(store.clone(), config).with_semantic_index(index.clone()))
+            };
             let semantic_only = RetrievalConfig { lexical_enabled: false, ..options.config.clone() };
-            variants.push((
-                Variant::Semantic,
-                Some(Retriever::new(store.clone(), semantic_only).with_semantic_index(index.clone())),
-            ));
-            variants.push((
-                Variant::Hybrid,
-                Some(Retriever::new(store.clone(), options.config.clone()).with_semantic_index(index.clone())),
-            ));
+            variants.push((Variant::Semantic.name().into(), with_index(semantic_only)));
+            variants.push((Variant::Hybrid.name().into(), with_index(options.config.clone())));
+            for (name, config) in &options.extra_hybrid {
+                variants.push((format!("hybrid:{name}"), with_index(config.clone())));
+            }
         }
         None => {
             for v in [Variant::Semantic, Variant::Hybrid] {
@@ -253,7 +260,6 @@ pub async fn run_locomo(
         let bm25 = bm25::Bm25Index::new(sample.turns.iter().map(|t| (t.dia_id.as_str(), t.text.as_str())));
         let context = EligibilityContext::resolve(store, loaded.agent, loaded.ask_in).await?;
         for question in &sample.questions {
-            let relevant: HashSet<String> = question.evidence.iter().cloned().collect();
             let asker = loaded.speakers.get(sample.asker(question)).copied();
             for (variant, retriever) in &variants {
                 let timer = Instant::now();
@@ -270,6 +276,14 @@ pub async fn run_locomo(
                         request.max_count = EVAL_DEPTH as u32;
                         request.token_budget = crate::retrieval::MAX_TOKEN_BUDGET;
                         let outcome = retriever.search(&request).await?;
+                        for category in &outcome.degradation_categories {
+                            *report
+                                .degraded
+                                .entry(variant.clone())
+                                .or_default()
+                                .entry(category.as_str().to_owned())
+                                .or_default() += 1;
+                        }
                         let used = outcome.used_revisions();
                         let verdicts = revision_verdicts(store.pool(), &context, &used).await?;
                         report.eligibility_violations += verdicts.iter().filter(|v| !v.rule.is_eligible()).count();
@@ -277,14 +291,12 @@ pub async fn run_locomo(
                     }
                 };
                 let millis = timer.elapsed().as_secs_f64() * 1000.0;
-                report.overall.entry(variant.name().into()).or_default().add(&ranked, &relevant, millis);
-                report
-                    .by_category
-                    .entry(variant.name().into())
-                    .or_default()
-                    .entry(question.category)
-                    .or_default()
-                    .add(&ranked, &relevant, millis);
+                report.overall.entry(variant.clone()).or_default().add(&ranked, &question.evidence, millis);
+                report.by_category.entry(variant.clone()).or_default().entry(question.category).or_default().add(
+                    &ranked,
+                    &question.evidence,
+                    millis,
+                );
                 done += 1;
                 progress(done, total);
             }
@@ -300,9 +312,10 @@ pub fn render_table(report: &EvalReport) -> String {
         "LoCoMo: {} samples, {} memories, {} questions; eligibility violations: {}\n",
         report.samples, report.memories, report.questions, report.eligibility_violations
     );
+    let width = report.by_category.keys().map(String::len).max().unwrap_or(7).max(7);
     out.push_str(&format!(
-        "{:<9} {:>8} {:>6} {:>9} {:>10} {:>8} {:>7} {:>9}\n",
-        "variant", "category", "n", "recall@5", "recall@10", "nDCG@10", "MRR", "ms/query"
+        "{:<width$} {:>8} {:>6} {:>9} {:>10} {:>9} {:>10} {:>8} {:>7} {:>9}\n",
+        "variant", "category", "n", "recall@5", "recall@10", "paper R@5", "paper R@10", "nDCG@10", "MRR", "ms/query"
     ));
     for (variant, categories) in &report.by_category {
         let rows = categories
@@ -311,10 +324,27 @@ pub fn render_table(report: &EvalReport) -> String {
             .chain(report.overall.get(variant).map(|m| ("all".to_string(), m)));
         for (category, m) in rows {
             out.push_str(&format!(
-                "{:<9} {:>8} {:>6} {:>9.3} {:>10.3} {:>8.3} {:>7.3} {:>9.2}\n",
-                variant, category, m.queries, m.recall_at_5, m.recall_at_10, m.ndcg_at_10, m.mrr, m.ms_per_query
+                "{:<width$} {:>8} {:>6} {:>9.3} {:>10.3} {:>9.3} {:>10.3} {:>8.3} {:>7.3} {:>9.2}\n",
+                variant,
+                category,
+                m.queries,
+                m.recall_at_5,
+                m.recall_at_10,
+                m.paper_recall_at_5,
+                m.paper_recall_at_10,
+                m.ndcg_at_10,
+                m.mrr,
+                m.ms_per_query
             ));
         }
+    }
+    for (variant, m) in &report.overall {
+        let degraded = report.degraded.get(variant);
+        let described = match degraded {
+            None => "none".to_owned(),
+            Some(counts) => counts.iter().map(|(c, n)| format!("{c} {n}")).collect::<Vec<_>>().join(", "),
+        };
+        out.push_str(&format!("{variant:<width$} degraded searches: {described} (of {})\n", m.queries));
     }
     for (variant, why) in &report.unavailable {
         out.push_str(&format!("{variant:<9} unavailable: {why}\n"));

@@ -63,7 +63,7 @@ macro_rules! eligible_revision_sql {
 macro_rules! eligible_searchable_rows {
     () => {
         concat!(
-            "(SELECT elig_p.revision_id, elig_p.entry_id, elig_p.body_tsv, elig_p.subject_actor_id,
+            "(SELECT elig_p.revision_id, elig_p.entry_id, elig_p.body_tsv, elig_p.lexeme_count, elig_p.subject_actor_id,
                  elig_p.origin_conversation_id, elig_p.always_on, elig_p.created_at
             FROM searchable_revisions elig_p
            WHERE elig_p.runtime_agent_id = $1 AND $3::uuid[] IS NOT NULL
@@ -71,7 +71,7 @@ macro_rules! eligible_searchable_rows {
              AND elig_p.evidence_known AND elig_p.audience @> $3::uuid[]
           UNION ALL ",
             $crate::eligible_by_grant!(
-                "elig_p.revision_id, elig_p.entry_id, elig_p.body_tsv, elig_p.subject_actor_id,
+                "elig_p.revision_id, elig_p.entry_id, elig_p.body_tsv, elig_p.lexeme_count, elig_p.subject_actor_id,
                  elig_p.origin_conversation_id, elig_p.always_on, elig_p.created_at"
             ),
             ")"

@@ -117,6 +117,11 @@ impl CandidateSet {
         self.by_key.len()
     }
 
+    /// The subjects of the candidates (with repeats).
+    pub fn subjects(&self) -> impl Iterator<Item = ActorId> + '_ {
+        self.by_key.values().filter_map(|c| c.row.subject_actor_id)
+    }
+
     pub fn into_candidates(self) -> Vec<Candidate> {
         self.by_key.into_values().collect()
     }
@@ -259,7 +264,8 @@ pub(crate) async fn always_on(
     .await
 }
 
-/// A query's full-text form, computed once per search and passed to the full-text statements.
+/// A query's full-text form and BM25 weights, computed once per search and passed to the
+/// full-text statements.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub(crate) struct LexicalQuery {
     /// `memory_lexical_query`: the query's lexemes OR-ed, as `tsquery` text. The statements read
@@ -270,30 +276,71 @@ pub(crate) struct LexicalQuery {
     /// `memory_lexical_terms`: the same lexemes, one `tsquery` each, for the withheld count
     /// (which scans one term at a time).
     pub terms: Vec<String>,
+    /// `memory_bm25_query_weights`: the query lexemes some document of the agent contains...
+    pub bm25_lexemes: Vec<String>,
+    /// ...their BM25 weights (idf times occurrences in the query), in the same order...
+    pub bm25_weights: Vec<f64>,
+    /// ...and the agent's mean document length in lexemes.
+    pub bm25_mean_length: f64,
 }
 
-/// The query's full-text form, or `None` when it has no searchable term (only stop words or
-/// punctuation).
-pub(crate) async fn lexical_query(pool: &PgPool, query: &str) -> Result<Option<LexicalQuery>, sqlx::Error> {
+/// The query's full-text form for `agent`'s corpus, or `None` when it has no searchable term
+/// (only stop words or punctuation). The BM25 weights read the agent's own statistics only.
+pub(crate) async fn lexical_query(
+    pool: &PgPool,
+    agent: crate::ids::AgentId,
+    query: &str,
+) -> Result<Option<LexicalQuery>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT q.tsquery, memory_lexical_terms($1)::text[] AS terms
+        "SELECT q.tsquery, memory_lexical_terms($1)::text[] AS terms,
+                coalesce(w.lexemes, '{}') AS bm25_lexemes, coalesce(w.weights, '{}') AS bm25_weights,
+                w.mean_length AS bm25_mean_length
            FROM (SELECT memory_lexical_query($1)::text AS tsquery) AS q
+          CROSS JOIN LATERAL memory_bm25_query_weights($2, $1) AS w
           WHERE q.tsquery IS NOT NULL",
     )
     .bind(query)
+    .bind(agent)
     .fetch_optional(pool)
     .await
 }
 
-/// Full-text matches over the agent's whole archive, best `ts_rank_cd` first, for a query from
-/// [`lexical_query`]. Terms are OR-ed (`memory_lexical_query`), so rows matching more of them rank
-/// higher. The planner intersects
-/// the match with the audience inside one GIN index (`searchable_revisions_text_audience`), so
-/// only eligible matches are ranked.
+/// The Okapi BM25 score of the projection row `p` for the query weights bound as `$6` (lexemes),
+/// `$7` (weights), `$8` (mean document length), `$9` (k1) and `$10` (b): the sum, over the query
+/// lexemes the row contains, of `weight * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / mean))`.
+/// `setweight` marks the query's lexemes and `ts_filter` keeps only them, so a row's other lexemes
+/// are never unnested (`body_tsv` is a plain `to_tsvector`, every position weight D). Inline
+/// rather than a SQL function: a function with a `FROM` clause is never inlined, and calling one
+/// per match cost three times this correlated subquery. Parameters are read through scalar
+/// subqueries, evaluated once per statement.
+macro_rules! bm25_score {
+    () => {
+        "(SELECT coalesce(sum(w.weight * tf.n * ((SELECT $9::float8) + 1)
+                        / (tf.n + (SELECT $9::float8) * (1 - (SELECT $10::float8)
+                                 + (SELECT $10::float8) * p.lexeme_count / greatest((SELECT $8::float8), 1e-9)))), 0)
+            FROM unnest(ts_filter(setweight(p.body_tsv, 'A', (SELECT $6::text[])), '{a}')) AS u
+            JOIN unnest((SELECT $6::text[]), (SELECT $7::float8[])) AS w(lexeme, weight) ON w.lexeme = u.lexeme
+           CROSS JOIN LATERAL (SELECT greatest(cardinality(u.positions), 1)::float8 AS n) AS tf)"
+    };
+}
+
+/// Okapi BM25 parameters of the lexical ranking ([`crate::retrieval::RetrievalConfig::bm25_k1`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bm25Parameters {
+    pub k1: f64,
+    pub b: f64,
+}
+
+/// Full-text matches over the agent's whole archive, best Okapi BM25 score first
+/// ([`bm25_score!`] over the agent's statistics, migration 20261204100000), for a query from
+/// [`lexical_query`]. Terms are OR-ed (`memory_lexical_query`). The planner intersects the match
+/// with the audience inside one GIN index (`searchable_revisions_text_audience`), so only eligible
+/// matches are scored. Only the order leaves this function, never a score.
 pub(crate) async fn lexical(
     pool: &PgPool,
     ctx: &EligibilityContext,
     query: &LexicalQuery,
+    bm25: Bm25Parameters,
     limit: u32,
 ) -> Result<Vec<CandidateRow>, sqlx::Error> {
     sqlx::query_as(concat!(
@@ -301,7 +348,9 @@ pub(crate) async fn lexical(
         candidate_columns!(),
         from_eligible!(),
         " WHERE p.body_tsv @@ (SELECT $4::tsquery)
-          ORDER BY ts_rank_cd(p.body_tsv, (SELECT $4::tsquery)) DESC, p.created_at DESC, p.revision_id
+          ORDER BY ",
+        bm25_score!(),
+        " DESC, p.created_at DESC, p.revision_id
           LIMIT $5"
     ))
     .bind(ctx.agent)
@@ -309,6 +358,11 @@ pub(crate) async fn lexical(
     .bind(ctx.audience_uuids())
     .bind(&query.tsquery)
     .bind(i64::from(limit))
+    .bind(&query.bm25_lexemes)
+    .bind(&query.bm25_weights)
+    .bind(query.bm25_mean_length)
+    .bind(bm25.k1)
+    .bind(bm25.b)
     .fetch_all(pool)
     .await
 }

@@ -19,13 +19,19 @@ pub const QUERY_DIGEST_INFO: &[u8] = b"mesh-memory/retrieval-query-digest/v1";
 /// The shortest master key accepted, in bytes. Shorter keys make the keyed digest guessable.
 pub const MIN_MASTER_KEY_BYTES: usize = 16;
 
-/// Default weight of semantic ranks in the fusion, relative to lexical ranks (1.0). Set from the
-/// LoCoMo dev split (BENCHMARKS.md): with equal weights the weaker semantic ranking (MiniLM,
-/// recall@10 0.325 alone vs 0.476 lexical on the 6 dev conversations) displaced good lexical
-/// matches and hybrid recall@10 fell below lexical (0.462); on the first two conversations weight
-/// 0.5 gave hybrid 0.434 and 0.3 gave 0.437 against lexical 0.430. A lower weight lets semantic
-/// hits fill in where lexical has none without reordering strong lexical matches.
+/// Default weight of semantic ranks in the fusion, relative to lexical ranks (1.0). Set on the
+/// LoCoMo dev split (BENCHMARKS.md): MiniLM's ranking of questions against chat turns is weaker
+/// than BM25's (recall@10 0.47 alone against 0.65), and hybrid recall@10 was 0.652 at 0.2, 0.650
+/// at 0.3, 0.640 at 0.4, 0.608 at 0.5 and 0.554 at 1.0: semantic hits fill in where lexical has
+/// none without reordering strong lexical matches.
 pub const DEFAULT_SEMANTIC_WEIGHT: f64 = 0.3;
+
+/// Default [`RetrievalConfig::subject_weight`]: a memory about the person a query is about scores
+/// 5% above its relevance alone. Tuned on the LoCoMo dev split (BENCHMARKS.md, hybrid recall@10):
+/// 0.669 at 0.05, 0.668 at 0.1, 0.646 at 0.2, 0.632 at 0.3. Small, because the full-text side no
+/// longer searches the names of the destination's members a query names (the name as a term
+/// favoured memories that merely address the person), so the boost only breaks near-ties.
+pub const DEFAULT_SUBJECT_WEIGHT: f64 = 0.05;
 
 /// Default number of memories per search.
 pub const DEFAULT_MAX_COUNT: u32 = 8;
@@ -45,20 +51,20 @@ pub struct RetrievalConfig {
     pub lexical_weight: f64,
     /// Multiplies the semantic RRF contribution. Default: see [`DEFAULT_SEMANTIC_WEIGHT`].
     pub semantic_weight: f64,
-    /// Added when the revision's subject is the current actor. Default 0.0005: about the gap
-    /// between two or three neighbouring lexical ranks near the top (RRF compresses ranks: rank 1
-    /// and rank 10 differ by only 0.002), so a subject match breaks near-ties among relevant
-    /// memories without burying a better match about someone else. Measured on the LoCoMo dev
-    /// split (2 samples, lexical only): recall@10 0.430 at 0.0005, 0.346 at 0.002, 0.138 at 0.004
-    /// and 0.096 at the earlier 0.010 (see BENCHMARKS.md). Non-empty queries still require lexical
-    /// or semantic relevance, so a boost never makes an irrelevant memory relevant.
-    pub subject_boost: f64,
-    /// Added when the entry was formed in the destination conversation. Default 0.0003: below
-    /// the subject boost, above the largest recency term, so empty queries rank by subject, then
-    /// conversation, then recency.
-    pub conversation_boost: f64,
-    /// Maximum recency term, for a revision written just now; it halves every
-    /// `recency_half_life_days`. Default 0.0002: a tie-breaker, not a ranking of its own.
+    /// A memory about the person the query is about (the people it names, else the current
+    /// speaker) scores this fraction more than its relevance alone: the boost is
+    /// `subject_weight * relevance`, so it reorders close matches and never lifts a weak match
+    /// over a much better one, whatever the scale of the relevance scores. For an empty query
+    /// (no relevance) it is this fraction of a best-rank contribution, `1 / (rrf_k + 1)`.
+    /// Default 0.05 (see [`DEFAULT_SUBJECT_WEIGHT`]).
+    pub subject_weight: f64,
+    /// A memory formed in the destination conversation scores this fraction more, in the same
+    /// way as [`Self::subject_weight`]. Default 0.03: below the subject weight, above the largest
+    /// recency term, so empty queries rank by subject, then conversation, then recency.
+    pub conversation_weight: f64,
+    /// The recency term of a revision written just now, as a fraction of the relevance (or of a
+    /// best-rank contribution for an empty query); it halves every `recency_half_life_days`.
+    /// Default 0.02: a tie-breaker, not a ranking of its own.
     pub recency_weight: f64,
     /// Half-life of the recency term in days. Default 30.
     pub recency_half_life_days: f64,
@@ -85,6 +91,14 @@ pub struct RetrievalConfig {
     /// statement and semantic search reports `semantic_oversized`. Default 10,000, the spec's
     /// semantic cap.
     pub eligible_set_limit: usize,
+    /// Okapi BM25 term-frequency saturation of the lexical ranking. Default 1.2, the textbook
+    /// value (and that of the exact BM25 baseline `eval` runs beside it).
+    pub bm25_k1: f64,
+    /// Okapi BM25 document-length normalisation, 0 (none) to 1 (full). Default 0.5: memories are
+    /// one fact each, a sentence or two, and their length says little about how much of them a
+    /// query matches (LoCoMo dev split, hybrid recall@10 0.643 at 0.75, 0.650 at 0.5, 0.633 at
+    /// 0.9; BENCHMARKS.md).
+    pub bm25_b: f64,
 }
 
 impl Default for RetrievalConfig {
@@ -93,9 +107,9 @@ impl Default for RetrievalConfig {
             rrf_k: 60.0,
             lexical_weight: 1.0,
             semantic_weight: DEFAULT_SEMANTIC_WEIGHT,
-            subject_boost: 0.0005,
-            conversation_boost: 0.0003,
-            recency_weight: 0.0002,
+            subject_weight: DEFAULT_SUBJECT_WEIGHT,
+            conversation_weight: 0.03,
+            recency_weight: 0.02,
             recency_half_life_days: 30.0,
             always_on_boost: 1.0,
             per_source_limit: 200,
@@ -104,9 +118,111 @@ impl Default for RetrievalConfig {
             digest_key: None,
             lexical_enabled: true,
             eligible_set_limit: crate::semantic::MAX_ELIGIBLE_REVISIONS,
+            bm25_k1: 1.2,
+            bm25_b: 0.5,
         }
     }
 }
+
+/// A configuration value outside its meaningful range (the field and why).
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[error("retrieval configuration: {field} = {value} {why}")]
+pub struct InvalidRetrievalConfig {
+    /// The field, as named in [`RetrievalConfig`].
+    pub field: &'static str,
+    /// The value given.
+    pub value: f64,
+    /// What it must be.
+    pub why: &'static str,
+}
+
+impl RetrievalConfig {
+    /// Checks every numeric field for a value retrieval can rank with: weights and boosts finite
+    /// and non-negative, `rrf_k` and `bm25_k1` positive, `bm25_b` within 0..=1. Shells call it on
+    /// configuration they read from users before building a retriever.
+    pub fn validate(&self) -> Result<(), InvalidRetrievalConfig> {
+        let non_negative = [
+            ("lexical_weight", self.lexical_weight),
+            ("semantic_weight", self.semantic_weight),
+            ("subject_weight", self.subject_weight),
+            ("conversation_weight", self.conversation_weight),
+            ("recency_weight", self.recency_weight),
+            ("recency_half_life_days", self.recency_half_life_days),
+            ("always_on_boost", self.always_on_boost),
+        ];
+        for (field, value) in non_negative {
+            if !value.is_finite() || value < 0.0 {
+                return Err(InvalidRetrievalConfig { field, value, why: "must be a finite number >= 0" });
+            }
+        }
+        for (field, value) in [("rrf_k", self.rrf_k), ("bm25_k1", self.bm25_k1)] {
+            if !value.is_finite() || value <= 0.0 {
+                return Err(InvalidRetrievalConfig { field, value, why: "must be a finite number > 0" });
+            }
+        }
+        if !(0.0..=1.0).contains(&self.bm25_b) {
+            return Err(InvalidRetrievalConfig { field: "bm25_b", value: self.bm25_b, why: "must be within 0..=1" });
+        }
+        Ok(())
+    }
+
+    /// Sets one numeric tuning field by its name in this struct (`semantic_weight`, `bm25_k1`,
+    /// ...), for the evaluation's `--set` and `--also`. Unknown names are refused, and so is a
+    /// value [`Self::validate`] would refuse.
+    pub fn set_field(&mut self, name: &str, value: f64) -> Result<(), InvalidRetrievalConfig> {
+        let mut changed = self.clone();
+        let field = changed.field_mut(name).ok_or(InvalidRetrievalConfig {
+            field: "(name)",
+            value,
+            why: "names no tunable field (rrf_k, lexical_weight, semantic_weight, subject_weight, \
+                  conversation_weight, recency_weight, recency_half_life_days, always_on_boost, bm25_k1, bm25_b)",
+        })?;
+        *field = value;
+        changed.validate()?;
+        *self = changed;
+        Ok(())
+    }
+
+    fn field_mut(&mut self, name: &str) -> Option<&mut f64> {
+        Some(match name {
+            "rrf_k" => &mut self.rrf_k,
+            "lexical_weight" => &mut self.lexical_weight,
+            "semantic_weight" => &mut self.semantic_weight,
+            "subject_weight" => &mut self.subject_weight,
+            "conversation_weight" => &mut self.conversation_weight,
+            "recency_weight" => &mut self.recency_weight,
+            "recency_half_life_days" => &mut self.recency_half_life_days,
+            "always_on_boost" => &mut self.always_on_boost,
+            "bm25_k1" => &mut self.bm25_k1,
+            "bm25_b" => &mut self.bm25_b,
+            _ => return None,
+        })
+    }
+
+    /// Applies `name=value` settings separated by commas (`semantic_weight=0.5,bm25_b=0.6`).
+    pub fn with_settings(mut self, settings: &str) -> Result<Self, InvalidSetting> {
+        for setting in settings.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (name, value) = setting.split_once('=').ok_or_else(|| InvalidSetting(setting.to_owned()))?;
+            let value: f64 = value.trim().parse().map_err(|_| InvalidSetting(setting.to_owned()))?;
+            if name.trim() == "lexical_enabled" {
+                self.lexical_enabled = value != 0.0;
+                continue;
+            }
+            self.set_field(name.trim(), value).map_err(|e| InvalidSetting(format!("{setting}: {e}")))?;
+        }
+        Ok(self)
+    }
+
+    /// The BM25 parameters the lexical statement binds.
+    pub(crate) fn bm25(&self) -> super::candidates::Bm25Parameters {
+        super::candidates::Bm25Parameters { k1: self.bm25_k1, b: self.bm25_b }
+    }
+}
+
+/// A `name=value` setting that could not be applied (what was given, and why).
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[error("retrieval setting {0:?} is not `name=number` for a tunable field")]
+pub struct InvalidSetting(pub String);
 
 /// Why a master key was refused.
 #[derive(Debug, thiserror::Error)]

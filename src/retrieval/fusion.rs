@@ -1,7 +1,11 @@
 //! Explainable fusion: every score is a sum of named components, each kept with the selection.
 //!
 //! `score = rrf(lexical) + rrf(semantic) + subject + conversation + recency + always_on`, where
-//! `rrf(rank) = weight / (k + rank)` (per-source weights, lexical 1.0 and semantic 0.5 by default). Subject mismatch carries no penalty; a subject match only adds.
+//! `rrf(rank) = weight / (k + rank)` (per-source weights from [`RetrievalConfig`]). The subject,
+//! conversation and recency boosts are fractions of the candidate's relevance (the two RRF terms),
+//! so they scale with it: a boost reorders close matches and never lifts a weak match over a much
+//! better one. For an empty query they are fractions of a best-rank contribution `1 / (k + 1)`.
+//! Subject mismatch carries no penalty; a subject match only adds.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -28,8 +32,12 @@ pub struct Components {
     pub lexical: Option<RankContribution>,
     /// Vector-similarity rank and contribution, if it matched.
     pub semantic: Option<RankContribution>,
-    /// Added because the subject is the current actor.
+    /// Added because the memory is about the person the query is about.
     pub subject_boost: f64,
+    /// Why the subject matched (absent when it did not, and in events recorded before the
+    /// query's named people were resolved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject_match: Option<SubjectMatch>,
     /// Added because the memory was formed in this conversation.
     pub conversation_boost: f64,
     /// Recency term (decays with the revision's age).
@@ -67,7 +75,11 @@ impl Components {
             parts.push(format!("semantic match, rank {} (+{:.4})", c.rank, c.rrf));
         }
         if self.subject_boost > 0.0 {
-            parts.push(format!("about the current speaker (+{:.4})", self.subject_boost));
+            let whom = match self.subject_match {
+                Some(SubjectMatch::NamedInQuery) => "about a person the query names",
+                Some(SubjectMatch::CurrentSpeaker) | None => "about the current speaker",
+            };
+            parts.push(format!("{whom} (+{:.4})", self.subject_boost));
         }
         if self.conversation_boost > 0.0 {
             parts.push(format!("formed in this conversation (+{:.4})", self.conversation_boost));
@@ -77,9 +89,43 @@ impl Components {
     }
 }
 
+/// Why a memory counted as being about the person the query is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubjectMatch {
+    /// The query names no one the audience knows of, and the memory is about the speaker.
+    CurrentSpeaker,
+    /// The memory is about a person the query names (display name or connector id).
+    NamedInQuery,
+}
+
+/// Who a query is about: the people it names, else the current speaker.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) enum SubjectFocus {
+    /// No speaker and no one named.
+    #[default]
+    Nobody,
+    /// The current speaker (the query names no one).
+    Speaker(ActorId),
+    /// The people the query names.
+    Named(Vec<ActorId>),
+}
+
+impl SubjectFocus {
+    /// Whether a memory about `subject` is about the focus, and why.
+    fn matches(&self, subject: Option<ActorId>) -> Option<SubjectMatch> {
+        let subject = subject?;
+        match self {
+            SubjectFocus::Nobody => None,
+            SubjectFocus::Speaker(actor) => (*actor == subject).then_some(SubjectMatch::CurrentSpeaker),
+            SubjectFocus::Named(actors) => actors.contains(&subject).then_some(SubjectMatch::NamedInQuery),
+        }
+    }
+}
+
 /// What the scorer needs to know about the turn.
 pub(crate) struct ScoringContext {
-    pub current_actor: Option<ActorId>,
+    pub focus: SubjectFocus,
     pub conversation: ConversationId,
     pub now: DateTime<Utc>,
 }
@@ -88,20 +134,26 @@ pub(crate) struct ScoringContext {
 pub(crate) fn components(candidate: &Candidate, turn: &ScoringContext, config: &RetrievalConfig) -> Components {
     let rrf = |weight: f64| move |rank: u32| RankContribution { rank, rrf: weight / (config.rrf_k + f64::from(rank)) };
     let row = &candidate.row;
-    let subject_match = turn.current_actor.is_some() && row.subject_actor_id == turn.current_actor;
+    let lexical = candidate.lexical_rank.map(rrf(config.lexical_weight));
+    let semantic = candidate.semantic_rank.map(rrf(config.semantic_weight));
+    let relevance = lexical.map_or(0.0, |c| c.rrf) + semantic.map_or(0.0, |c| c.rrf);
+    let scale = if relevance > 0.0 { relevance } else { 1.0 / (config.rrf_k + 1.0) };
+    let subject_match = turn.focus.matches(row.subject_actor_id);
     let conversation_match = row.origin_conversation_id == Some(turn.conversation);
     Components {
         sources: candidate.sources.clone(),
-        lexical: candidate.lexical_rank.map(rrf(config.lexical_weight)),
-        semantic: candidate.semantic_rank.map(rrf(config.semantic_weight)),
-        subject_boost: if subject_match { config.subject_boost } else { 0.0 },
-        conversation_boost: if conversation_match { config.conversation_boost } else { 0.0 },
-        recency: recency(row.created_at, turn.now, config),
+        lexical,
+        semantic,
+        subject_boost: if subject_match.is_some() { config.subject_weight * scale } else { 0.0 },
+        subject_match,
+        conversation_boost: if conversation_match { config.conversation_weight * scale } else { 0.0 },
+        recency: scale * recency(row.created_at, turn.now, config),
         always_on: if row.always_on { config.always_on_boost } else { 0.0 },
     }
 }
 
-/// `recency_weight * 0.5^(age_days / half_life)`; a revision from the future counts as new.
+/// `recency_weight * 0.5^(age_days / half_life)` (a fraction of the scale); a revision from the
+/// future counts as new.
 fn recency(created_at: DateTime<Utc>, now: DateTime<Utc>, config: &RetrievalConfig) -> f64 {
     let age = now - created_at;
     let age_seconds = age.num_microseconds().map_or(age.num_seconds() as f64, |us| us as f64 / 1e6);

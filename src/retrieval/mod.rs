@@ -21,6 +21,7 @@ mod fusion;
 pub mod packing;
 pub mod render;
 pub mod semantic;
+mod subjects;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -32,9 +33,10 @@ use serde::{Deserialize, Serialize};
 pub use audit::{explain_event, DegradationCategory, EventExplanation, StoredSelection};
 pub use candidates::CandidateSource;
 pub use config::{
-    DigestKey, RetrievalConfig, WeakMasterKey, DEFAULT_MAX_COUNT, DEFAULT_SEMANTIC_WEIGHT, DEFAULT_TOKEN_BUDGET,
+    DigestKey, InvalidRetrievalConfig, RetrievalConfig, WeakMasterKey, DEFAULT_MAX_COUNT, DEFAULT_SEMANTIC_WEIGHT,
+    DEFAULT_TOKEN_BUDGET,
 };
-pub use fusion::{Components, RankContribution};
+pub use fusion::{Components, RankContribution, SubjectMatch};
 pub use packing::{SkipReason, SkippedEntry};
 pub use semantic::{
     EligibleRevision, EligibleRows, SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest,
@@ -43,9 +45,9 @@ pub use semantic::{
 
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RetrievalEventId, RevisionId};
 use crate::privacy::{EligibilityContext, PrivacyError};
-use crate::store::{Store, StoreError};
+use crate::store::{ActorSummary, Store, StoreError};
 use candidates::{Candidate, CandidateRow, CandidateSet};
-use fusion::ScoringContext;
+use fusion::{ScoringContext, SubjectFocus};
 
 /// The longest query accepted, in characters (a prompt-mode query is the current message).
 pub const MAX_QUERY_CHARS: usize = 8000;
@@ -318,10 +320,12 @@ impl Retriever {
         let started = Instant::now();
         validate(request)?;
         let context = EligibilityContext::resolve(&self.store, request.agent, request.conversation).await?;
-        let gathered = self.gather(request, &context).await?;
+        let named_members =
+            subjects::named_in_query(&self.store, request.query.trim(), context.audience.iter().copied()).await?;
+        let gathered = self.gather(request, &context, &named_members).await?;
         let candidate_count = gathered.set.len();
         let turn = ScoringContext {
-            current_actor: request.current_actor,
+            focus: self.subject_focus(request, &context, &gathered.set, named_members).await?,
             conversation: request.conversation,
             now: Utc::now(),
         };
@@ -366,14 +370,47 @@ impl Retriever {
         })
     }
 
+    /// Who the query is about: the people it names among those the destination audience may know
+    /// of (`named_members`, resolved among its members before the search, and the subjects of
+    /// eligible candidates), else the current speaker.
+    async fn subject_focus(
+        &self,
+        request: &SearchRequest,
+        ctx: &EligibilityContext,
+        candidates: &CandidateSet,
+        named_members: Vec<ActorSummary>,
+    ) -> Result<SubjectFocus, RetrievalError> {
+        let others = candidates.subjects().filter(|s| ctx.audience.binary_search(s).is_err());
+        let named_others = subjects::named_in_query(&self.store, request.query.trim(), others).await?;
+        let mut named: Vec<ActorId> = named_members.iter().chain(&named_others).map(|a| a.id).collect();
+        named.sort();
+        named.dedup();
+        Ok(match (named.is_empty(), request.current_actor) {
+            (false, _) => SubjectFocus::Named(named),
+            (true, Some(speaker)) => SubjectFocus::Speaker(speaker),
+            (true, None) => SubjectFocus::Nobody,
+        })
+    }
+
     /// Runs every candidate source (eligibility inside each SQL statement). The full-text side
     /// (lexical candidates and withheld diagnostics) and the eligible-set side (subject,
     /// conversation, always-on and semantic candidates) are independent, so they run at the same
     /// time on separate pooled connections.
-    async fn gather(&self, request: &SearchRequest, ctx: &EligibilityContext) -> Result<Gathered, RetrievalError> {
+    /// The full-text side searches the query without the names of the destination's members it
+    /// names (`named_members`, [`subjects::without_names`]): memories about them are found by the
+    /// subject match instead.
+    async fn gather(
+        &self,
+        request: &SearchRequest,
+        ctx: &EligibilityContext,
+        named_members: &[ActorSummary],
+    ) -> Result<Gathered, RetrievalError> {
         let query = request.query.trim();
-        let (full_text, structural) =
-            tokio::try_join!(self.full_text(ctx, query), self.eligible_side(request, ctx, query))?;
+        let full_text_query = subjects::without_names(query, named_members);
+        let (full_text, structural) = tokio::try_join!(
+            self.full_text(ctx, full_text_query.as_deref().unwrap_or(query)),
+            self.eligible_side(request, ctx, query)
+        )?;
         let mut set = CandidateSet::default();
         let mut categories = structural.categories;
         if let Some(lexical) = full_text.lexical {
@@ -400,14 +437,14 @@ impl Retriever {
         let pool = self.store.pool();
         let limit = self.config.per_source_limit;
         let lexical_query = match self.config.lexical_enabled && !query.is_empty() {
-            true => candidates::lexical_query(pool, query).await?,
+            true => candidates::lexical_query(pool, ctx.agent, query).await?,
             false => None,
         };
         let Some(lexical_query) = lexical_query else {
             return Ok(FullText { has_terms: false, lexical: None, withheld: BTreeMap::new() });
         };
         let (lexical, withheld) = tokio::try_join!(
-            candidates::lexical(pool, ctx, &lexical_query, limit),
+            candidates::lexical(pool, ctx, &lexical_query, self.config.bm25(), limit),
             candidates::withheld_lexical(pool, ctx, &lexical_query, limit)
         )?;
         Ok(FullText { has_terms: true, lexical: Some(lexical), withheld })

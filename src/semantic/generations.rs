@@ -38,6 +38,8 @@ pub struct Generation {
     pub model: String,
     /// Vector length.
     pub dimension: i32,
+    /// Which text of a memory its vectors embed ([`super::document::DOCUMENT_FORM`]).
+    pub document_form: String,
     /// Lifecycle state.
     pub state: GenerationState,
     /// When it was created.
@@ -47,9 +49,10 @@ pub struct Generation {
 }
 
 impl Generation {
-    /// Whether vectors from `info` belong in this generation.
+    /// Whether vectors from `info`, of the current document form, belong in this generation.
     pub fn matches(&self, info: &EmbedderInfo) -> bool {
-        self.provider == info.provider
+        self.document_form == super::document::DOCUMENT_FORM
+            && self.provider == info.provider
             && self.model == info.model
             && usize::try_from(self.dimension).is_ok_and(|d| d == info.dimension)
     }
@@ -60,7 +63,7 @@ impl Generation {
     }
 }
 
-const GENERATION_COLUMNS: &str = "id, provider, model, dimension, state, created_at, activated_at";
+const GENERATION_COLUMNS: &str = "id, provider, model, dimension, document_form, state, created_at, activated_at";
 
 /// The generation in `state`, if any (at most one is active and one building).
 pub async fn generation_in_state(pool: &PgPool, state: GenerationState) -> Result<Option<Generation>, SemanticError> {
@@ -111,14 +114,15 @@ async fn insert_generation(
 ) -> Result<Generation, SemanticError> {
     let dimension = i32::try_from(info.dimension).map_err(|_| SemanticError::InvalidDimension(info.dimension))?;
     let inserted = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO embedding_generations (provider, model, dimension, state, activated_at)
-         VALUES ($1, $2, $3, $4, CASE WHEN $4 = 'active'::embedding_generation_state THEN now() END)
+        "INSERT INTO embedding_generations (provider, model, dimension, state, activated_at, document_form)
+         VALUES ($1, $2, $3, $4, CASE WHEN $4 = 'active'::embedding_generation_state THEN now() END, $5)
          RETURNING {GENERATION_COLUMNS}"
     )))
     .bind(&info.provider)
     .bind(&info.model)
     .bind(dimension)
     .bind(state)
+    .bind(super::document::DOCUMENT_FORM)
     .fetch_one(pool)
     .await;
     match inserted {

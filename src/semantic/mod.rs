@@ -3,6 +3,7 @@
 //! - [`embedder`]: the pluggable [`Embedder`] interface; [`openai`] (any OpenAI-compatible
 //!   `/v1/embeddings` endpoint) and, with the `local-embedder` feature, `local` (all-MiniLM-L6-v2
 //!   through candle).
+//! - [`document`]: what text of a memory is embedded (the subject's name with the body).
 //! - [`generations`]: which model's vectors serve queries; rebuilds switch atomically.
 //! - [`outbox`]: the [`IndexWorker`] that drains `index_outbox` (written by every memory write in
 //!   its own transaction) with `SKIP LOCKED`, bounded retries and backoff.
@@ -14,6 +15,7 @@
 //!
 //! PostgreSQL stays canonical: dropping every embedding loses nothing a rebuild cannot restore.
 
+pub mod document;
 pub mod embedder;
 mod embeddings;
 pub mod generations;
@@ -29,6 +31,7 @@ pub mod vector_index;
 
 use std::sync::Arc;
 
+pub use document::{document_text, DOCUMENT_FORM};
 pub use embedder::{EmbedError, EmbedFuture, Embedder, EmbedderInfo};
 pub use embeddings::embedding_count;
 pub use generations::{

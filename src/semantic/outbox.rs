@@ -14,12 +14,14 @@ use std::time::Duration;
 
 use sqlx::{PgConnection, PgPool};
 
+use super::document::document_text;
 use super::embedder::Embedder;
 use super::embeddings::{missing_in, store_embeddings};
 use super::generations::{pgvector_available, worker_targets, Generation};
 use super::vector_index::VectorMirror;
 use super::SemanticError;
 use crate::ids::{AgentId, EntryId, RevisionId};
+use crate::subject_name_sql;
 
 /// Tuning of the worker.
 #[derive(Clone, Debug)]
@@ -82,6 +84,7 @@ struct ClaimedRow {
     runtime_agent_id: AgentId,
     attempts: i32,
     body: String,
+    subject_name: Option<String>,
 }
 
 /// Drains the outbox with one embedder into every generation of its model.
@@ -215,7 +218,8 @@ impl IndexWorker {
             return Ok(0);
         }
         let by_id: HashMap<RevisionId, &ClaimedRow> = rows.iter().map(|r| (r.revision_id, *r)).collect();
-        let texts: Vec<String> = missing.iter().map(|id| by_id[id].body.clone()).collect();
+        let texts: Vec<String> =
+            missing.iter().map(|id| document_text(by_id[id].subject_name.as_deref(), &by_id[id].body)).collect();
         let vectors = self.embedder.embed(&texts).await.map_err(|e| ProcessError::Transient(e.category()))?;
         if let Some(mirror) = &self.mirror {
             let points: Vec<_> =
@@ -279,15 +283,17 @@ impl From<SemanticError> for ProcessError {
 }
 
 async fn claim_due(conn: &mut PgConnection, limit: i64) -> Result<Vec<ClaimedRow>, SemanticError> {
-    Ok(sqlx::query_as(
-        "SELECT o.id, o.work::text AS work, o.revision_id, r.entry_id, o.runtime_agent_id, o.attempts, r.body
+    Ok(sqlx::query_as(concat!(
+        "SELECT o.id, o.work::text AS work, o.revision_id, r.entry_id, o.runtime_agent_id, o.attempts, r.body, ",
+        subject_name_sql!(),
+        " AS subject_name
            FROM index_outbox o
            JOIN memory_entry_revisions r ON r.id = o.revision_id
           WHERE o.completed_at IS NULL AND o.gave_up_at IS NULL AND o.next_attempt_at <= now()
           ORDER BY o.next_attempt_at, o.id
           LIMIT $1
-            FOR UPDATE OF o SKIP LOCKED",
-    )
+            FOR UPDATE OF o SKIP LOCKED"
+    ))
     .bind(limit)
     .fetch_all(&mut *conn)
     .await?)

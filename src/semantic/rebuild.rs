@@ -46,15 +46,17 @@ async fn backfill_batch(
     generation: &Generation,
     with_pgvector: bool,
 ) -> Result<usize, SemanticError> {
-    let batch: Vec<(RevisionId, String)> = sqlx::query_as(
-        "SELECT r.id, r.body
+    let batch: Vec<(RevisionId, String, Option<String>)> = sqlx::query_as(concat!(
+        "SELECT r.id, r.body, ",
+        crate::subject_name_sql!(),
+        "
            FROM memory_entries e
            JOIN memory_entry_revisions r ON r.id = e.current_revision_id
           WHERE e.state = 'live'
             AND NOT EXISTS (SELECT 1 FROM revision_embeddings x WHERE x.generation_id = $1 AND x.revision_id = r.id)
           ORDER BY r.id
-          LIMIT $2",
-    )
+          LIMIT $2"
+    ))
     .bind(generation.id)
     .bind(REBUILD_BATCH)
     .fetch_all(pool)
@@ -62,7 +64,8 @@ async fn backfill_batch(
     if batch.is_empty() {
         return Ok(0);
     }
-    let (ids, texts): (Vec<RevisionId>, Vec<String>) = batch.into_iter().unzip();
+    let (ids, texts): (Vec<RevisionId>, Vec<String>) =
+        batch.into_iter().map(|(id, body, subject)| (id, super::document_text(subject.as_deref(), &body))).unzip();
     let vectors = embed_with_retries(embedder, &texts).await?;
     let mut conn = pool.acquire().await?;
     store_embeddings(&mut conn, generation, &ids, &vectors, with_pgvector).await?;

@@ -197,6 +197,7 @@ pub async fn assert_projection_matches_canonical(pool: &PgPool) {
     .await
     .expect("comparing the projection");
     assert!(diff.is_empty(), "searchable_revisions diverges from canonical rows: {diff:?}");
+    assert_lexical_statistics_match_projection(pool).await;
     // A row has an audience class exactly when its evidence is known, and the class's members are
     // its audience (what makes the class-driven eligible set equal to the array-driven one).
     let misclassed: Vec<uuid::Uuid> = sqlx::query_scalar(
@@ -226,6 +227,44 @@ pub async fn assert_projection_matches_canonical(pool: &PgPool) {
         .expect("checking embedding bits");
         assert!(stale.is_empty(), "rows whose embedding bits are not the active generation's: {stale:?}");
     }
+}
+
+/// Asserts that the BM25 statistics (migration 20261204100000), summed over their shards, equal a
+/// recomputation from the projection: per agent the number of rows and their lexeme occurrences,
+/// per agent and lexeme the number of rows containing it. Called by
+/// [`assert_projection_matches_canonical`], so every write path its callers exercise (create,
+/// amend, forget, repair, review) checks them too.
+pub async fn assert_lexical_statistics_match_projection(pool: &PgPool) {
+    let corpus: Vec<(uuid::Uuid, i64, i64, i64, i64)> = sqlx::query_as(
+        "WITH expected AS (SELECT runtime_agent_id, count(*)::bigint AS documents, sum(lexeme_count)::bigint AS lexemes
+                             FROM searchable_revisions GROUP BY runtime_agent_id),
+              actual AS (SELECT runtime_agent_id, sum(documents)::bigint AS documents, sum(lexemes)::bigint AS lexemes
+                           FROM lexical_corpus_statistics GROUP BY runtime_agent_id)
+         SELECT coalesce(e.runtime_agent_id, a.runtime_agent_id), coalesce(e.documents, 0), coalesce(a.documents, 0),
+                coalesce(e.lexemes, 0), coalesce(a.lexemes, 0)
+           FROM expected e FULL JOIN actual a ON a.runtime_agent_id = e.runtime_agent_id
+          WHERE coalesce(e.documents, 0) <> coalesce(a.documents, 0) OR coalesce(e.lexemes, 0) <> coalesce(a.lexemes, 0)",
+    )
+    .fetch_all(pool)
+    .await
+    .expect("comparing corpus statistics");
+    assert!(corpus.is_empty(), "corpus statistics (agent, expected/actual rows, expected/actual lexemes): {corpus:?}");
+    let terms: Vec<(uuid::Uuid, String, i64, i64)> = sqlx::query_as(
+        "WITH expected AS (SELECT p.runtime_agent_id, u.lexeme, count(*)::bigint AS documents
+                             FROM searchable_revisions p CROSS JOIN LATERAL unnest(p.body_tsv) AS u
+                            GROUP BY 1, 2),
+              actual AS (SELECT runtime_agent_id, lexeme, sum(documents)::bigint AS documents
+                           FROM lexical_term_statistics GROUP BY 1, 2)
+         SELECT coalesce(e.runtime_agent_id, a.runtime_agent_id), coalesce(e.lexeme, a.lexeme),
+                coalesce(e.documents, 0), coalesce(a.documents, 0)
+           FROM expected e FULL JOIN actual a ON a.runtime_agent_id = e.runtime_agent_id AND a.lexeme = e.lexeme
+          WHERE coalesce(e.documents, 0) <> coalesce(a.documents, 0)
+          LIMIT 20",
+    )
+    .fetch_all(pool)
+    .await
+    .expect("comparing term statistics");
+    assert!(terms.is_empty(), "term statistics (agent, lexeme, expected, actual): {terms:?}");
 }
 
 /// Inserts an operator-approved grant on `revision` for `audience` (revoked at once when

@@ -1,0 +1,222 @@
+//! The in-database Okapi BM25 ranking of lexical candidates (migration 20261204100000 and
+//! `bm25_score!` in `src/retrieval/candidates.rs`): it ranks like the exact in-Rust BM25 of the
+//! evaluation on the same terms, its statistics stay equal to a recomputation after every write
+//! path (create, amend, forget, bulk load; repair and review through the projection helper their
+//! suites call), and one agent's memories never change another agent's ranking.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{assert_lexical_statistics_match_projection, assert_projection_matches_canonical, test_db, World};
+use mesh_memory::bench::synthetic::{self, SplitMix, SyntheticSpec};
+use mesh_memory::evaluation::bm25::Bm25Index;
+use mesh_memory::retrieval::{RetrievalConfig, RetrievalMode, Retriever, SearchRequest};
+use mesh_memory::store::{Amendment, SubjectUpdate, Topology};
+use mesh_memory::{ConversationId, EntryId};
+use sqlx::PgPool;
+
+/// Words of the fixture: a few frequent, most rare, so idf and length normalisation both matter.
+/// Plain English words that PostgreSQL's English configuration keeps as they are (no stop words),
+/// though the comparison below does not depend on it (both sides rank PostgreSQL's lexemes).
+const WORDS: &[&str] = &[
+    "garden", "river", "violin", "kitchen", "mountain", "pottery", "marathon", "lantern", "harbor", "orchard", "tango",
+    "canyon", "puzzle", "meadow", "glacier", "saffron", "falcon", "quartz", "velvet", "walnut", "compass", "ember",
+    "juniper", "lagoon", "mosaic", "nectar", "pebble", "thistle", "willow", "zephyr",
+];
+
+/// A fixture body: 3-29 words, drawn with a skew towards the first words.
+fn body(rng: &mut SplitMix) -> String {
+    let length = rng.range(3, 30);
+    (0..length).map(|_| WORDS[rng.zipf(WORDS.len())]).collect::<Vec<_>>().join(" ")
+}
+
+/// The lexemes of `text` as PostgreSQL's English configuration makes them, each repeated as often
+/// as it occurs (what BM25 counts).
+async fn lexemes(pool: &PgPool, text: &str) -> Vec<String> {
+    let rows: Vec<(String, i32)> = sqlx::query_as(
+        "SELECT u.lexeme, greatest(cardinality(u.positions), 1)
+           FROM unnest(to_tsvector('english', $1)) AS u ORDER BY u.lexeme",
+    )
+    .bind(text)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    rows.into_iter().flat_map(|(lexeme, n)| std::iter::repeat_n(lexeme, n as usize)).collect()
+}
+
+/// Lexical-only retrieval whose order is the lexical rank alone (no boosts).
+fn lexical_only(store: &mesh_memory::store::Store) -> Retriever {
+    let config = RetrievalConfig {
+        subject_weight: 0.0,
+        conversation_weight: 0.0,
+        recency_weight: 0.0,
+        ..RetrievalConfig::default()
+    };
+    Retriever::new(store.clone(), config)
+}
+
+async fn top_entries(world: &World, retriever: &Retriever, conversation: ConversationId, query: &str) -> Vec<EntryId> {
+    let mut request = SearchRequest::new(world.agent, conversation, None, query, RetrievalMode::Recall);
+    request.max_count = 10;
+    request.token_budget = mesh_memory::retrieval::MAX_TOKEN_BUDGET;
+    let outcome = retriever.search(&request).await.unwrap();
+    outcome.selections.iter().map(|s| s.entry_id).collect()
+}
+
+#[tokio::test]
+async fn in_database_bm25_ranks_like_the_reference_on_a_fixture() {
+    let db = test_db().await;
+    let mut world = World::new(&db.store, "bm25-fixture").await;
+    let ann = world.person("Ann", "U-ANN").await;
+    let room = world.conversation("C-FIXTURE", Topology::Group, &[&ann]).await;
+    let mut rng = SplitMix::new(20261205);
+    let mut documents = Vec::new();
+    let mut entry_of: HashMap<String, EntryId> = HashMap::new();
+    for i in 0..60 {
+        let text = body(&mut rng);
+        let (entry, _) = world.remember(room, &ann, Some(ann.actor), &text).await;
+        let id = format!("doc{i}");
+        entry_of.insert(id.clone(), entry);
+        documents.push((id, lexemes(&db.pool, &text).await));
+    }
+    // Another agent's memories, full of the same words, must not move this agent's ranking.
+    let mut other = World::new(&db.store, "bm25-other-agent").await;
+    let bob = other.person("Bob", "U-BOB").await;
+    let elsewhere = other.conversation("C-OTHER", Topology::Group, &[&bob]).await;
+    for _ in 0..40 {
+        other.remember(elsewhere, &bob, Some(bob.actor), "walnut velvet quartz falcon saffron glacier").await;
+    }
+    let reference = Bm25Index::from_tokens(documents);
+    let retriever = lexical_only(&db.store);
+    let (mut compared, mut untied) = (0, 0);
+    for query in ["garden violin", "walnut", "velvet quartz quartz", "meadow tango falcon", "river kitchen saffron"] {
+        let terms = lexemes(&db.pool, query).await;
+        // One more than compared: a tie between the 10th and the 11th makes either a valid 10th.
+        let mut expected = reference.search_terms(&terms, 11);
+        let tied = expected.windows(2).any(|w| (w[0].1 - w[1].1).abs() < 1e-12);
+        expected.truncate(10);
+        let actual = top_entries(&world, &retriever, room, query).await;
+        assert_eq!(actual.len(), expected.len(), "{query}: as many matches as the reference finds");
+        // Same scores in the same order (documents with equal scores may trade places)...
+        let id_of: HashMap<EntryId, &String> = entry_of.iter().map(|(id, entry)| (*entry, id)).collect();
+        let actual_scores: Vec<f64> = actual.iter().map(|e| reference.score(id_of[e], &terms)).collect();
+        for (position, ((_, expected_score), actual_score)) in expected.iter().zip(&actual_scores).enumerate() {
+            assert!(
+                (expected_score - actual_score).abs() < 1e-9,
+                "{query}: rank {} scores {actual_score} in the database ranking, {expected_score} in the reference",
+                position + 1
+            );
+        }
+        // ...and, where no two scores tie, the very same documents in the same order.
+        if !tied {
+            let expected_entries: Vec<EntryId> = expected.iter().map(|(id, _)| entry_of[id]).collect();
+            assert_eq!(actual, expected_entries, "{query}: the reference's top 10");
+            untied += 1;
+        }
+        compared += 1;
+    }
+    assert_eq!(compared, 5);
+    assert!(untied >= 3, "the fixture must leave some rankings without ties to compare exactly ({untied})");
+    assert_lexical_statistics_match_projection(&db.pool).await;
+}
+
+#[tokio::test]
+async fn statistics_follow_create_amend_and_forget() {
+    let db = test_db().await;
+    let mut world = World::new(&db.store, "bm25-writes").await;
+    let ann = world.person("Ann", "U-ANN").await;
+    let room = world.conversation("C-WRITES", Topology::Group, &[&ann]).await;
+    let (first, first_revision) =
+        world.remember(room, &ann, Some(ann.actor), "Plays the violin in the river orchestra.").await;
+    let (second, _) = world.remember(room, &ann, Some(ann.actor), "Grows saffron in a rooftop garden.").await;
+    assert_projection_matches_canonical(&db.pool).await;
+
+    let message = world.say(room, &ann, "Actually it is the cello, and the harbor orchestra.").await;
+    db.store
+        .amend_entry(Amendment {
+            agent: world.agent,
+            entry: first,
+            expected_revision: first_revision,
+            body: Some("Plays the cello in the harbor orchestra.".into()),
+            subject: SubjectUpdate::Keep,
+            source_actor: Some(ann.actor),
+            sources: vec![mesh_memory::store::SourceRef::Message(message)],
+        })
+        .await
+        .unwrap();
+    assert_projection_matches_canonical(&db.pool).await;
+    let violin: i64 = sqlx::query_scalar(
+        "SELECT coalesce(sum(documents), 0)::bigint FROM lexical_term_statistics
+          WHERE runtime_agent_id = $1 AND lexeme = 'violin'",
+    )
+    .bind(world.agent)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(violin, 0, "the amended-away word no longer counts");
+
+    db.store.forget_entry(world.agent, second).await.unwrap();
+    assert_projection_matches_canonical(&db.pool).await;
+    let (documents, lexemes): (i64, i64) = sqlx::query_as(
+        "SELECT sum(documents)::bigint, sum(lexemes)::bigint FROM lexical_corpus_statistics WHERE runtime_agent_id = $1",
+    )
+    .bind(world.agent)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!((documents, lexemes), (1, 4), "one live memory left: play, cello, harbor, orchestra");
+}
+
+#[tokio::test]
+async fn statistics_follow_a_bulk_load() {
+    let db = test_db().await;
+    let workspace =
+        synthetic::build(&db.pool, SyntheticSpec { revisions: 3_000, seed: 7 }, |_| {}).await.expect("bulk load");
+    assert!(workspace.revisions >= 3_000);
+    let documents: i64 = sqlx::query_scalar(
+        "SELECT coalesce(sum(documents), 0)::bigint FROM lexical_corpus_statistics WHERE runtime_agent_id = $1",
+    )
+    .bind(workspace.agent)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(documents > 2_000, "the COPY-loaded projection is counted: {documents}");
+    assert_lexical_statistics_match_projection(&db.pool).await;
+}
+
+#[tokio::test]
+async fn query_weights_read_only_the_asking_agents_statistics() {
+    let db = test_db().await;
+    let mut one = World::new(&db.store, "bm25-agent-one").await;
+    let ann = one.person("Ann", "U-ANN").await;
+    let room = one.conversation("C-ONE", Topology::Group, &[&ann]).await;
+    one.remember(room, &ann, Some(ann.actor), "Collects quartz and walnut carvings.").await;
+    one.remember(room, &ann, Some(ann.actor), "Walks the canyon trail at dawn.").await;
+    let weights = |agent: mesh_memory::AgentId| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_as::<_, (Vec<String>, Vec<f64>, f64)>(
+                "SELECT lexemes, weights, mean_length FROM memory_bm25_query_weights($1, 'quartz canyon')",
+            )
+            .bind(agent)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let before = weights(one.agent).await;
+    let mut two = World::new(&db.store, "bm25-agent-two").await;
+    let bob = two.person("Bob", "U-BOB").await;
+    let theirs = two.conversation("C-TWO", Topology::Group, &[&bob]).await;
+    for _ in 0..25 {
+        two.remember(theirs, &bob, Some(bob.actor), "quartz quartz canyon quartz").await;
+    }
+    assert_eq!(weights(one.agent).await, before, "another agent's memories change nothing here");
+    let (lexemes, idf, _) = weights(one.agent).await;
+    assert_eq!(lexemes, vec!["canyon".to_string(), "quartz".to_string()]);
+    let expected_idf = ((2.0f64 - 1.0 + 0.5) / (1.0 + 0.5) + 1.0).ln();
+    assert!(idf.iter().all(|w| (w - expected_idf).abs() < 1e-12), "idf over this agent's 2 rows: {idf:?}");
+    let (_, theirs_idf, _) = weights(two.agent).await;
+    assert!(theirs_idf.iter().all(|w| *w < expected_idf), "the other agent's own corpus makes the words common");
+}
