@@ -45,9 +45,12 @@ async fn lexemes(pool: &PgPool, text: &str) -> Vec<String> {
     rows.into_iter().flat_map(|(lexeme, n)| std::iter::repeat_n(lexeme, n as usize)).collect()
 }
 
-/// Lexical-only retrieval whose order is the lexical rank alone (no boosts).
+/// Lexical-only retrieval whose order is the lexical rank alone (no boosts), with the reference's
+/// BM25 parameters (k1 1.2, b 0.75; production defaults to b 0.5).
 fn lexical_only(store: &mesh_memory::store::Store) -> Retriever {
     let config = RetrievalConfig {
+        bm25_k1: 1.2,
+        bm25_b: 0.75,
         subject_weight: 0.0,
         conversation_weight: 0.0,
         recency_weight: 0.0,

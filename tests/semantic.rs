@@ -274,7 +274,7 @@ async fn a_failing_provider_is_retried_with_backoff_then_parked_with_only_a_cate
 async fn pgvector_search_never_returns_an_ineligible_revision_however_similar() {
     let db = test_db().await;
     let s = scene(&db).await;
-    let embedder = HashEmbedder::new("hash-64", 64);
+    let embedder = HashEmbedder::new("hash-256", 256);
     worker(&db, embedder.clone()).drain().await.unwrap();
     let index = PgVectorIndex::new(embedder.clone());
 
