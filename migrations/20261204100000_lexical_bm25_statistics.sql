@@ -10,13 +10,16 @@
 -- which rows are ranked at all, in the same statement (ARCHITECTURE.md, "Invariants").
 --
 -- Shape: document length is a stored generated column of the projection (it cannot drift from
--- body_tsv); corpus size, total length and per-lexeme document frequencies are sums over 16
--- shards per agent. A writing transaction claims a shard no concurrent writer holds (a
--- transaction-scoped advisory lock) and adds its deltas there, so statistics are no hot row: two
--- group-commit batches never wait on each other's statistics rows, and no two writers can
--- deadlock on them however many statements each runs. Statement triggers on the projection keep
--- them: every path that changes the projection (create, amend, forget, restriction, repair, review,
--- bulk COPY) passes through them.
+-- body_tsv). The statistics are kept in two layers. A write appends one row per revision it adds to
+-- or removes from the projection (its agent, lexemes, length and a sign) to
+-- lexical_statistics_pending: one plain insert in the writer's transaction, no row another writer
+-- updates, so statistics are no hot row and group-commit batches never wait on each other. Every
+-- 64th such write (and any write of 64 rows or more, a bulk load) folds the pending rows into the per-agent totals (lexical_corpus_statistics,
+-- lexical_term_statistics) in that writer's transaction, under an advisory lock that a concurrent writer
+-- skips rather than waits for. The views lexical_corpus_totals and lexical_term_totals add the
+-- two layers; they are what the ranking reads, exact at every moment. The projection's one writer,
+-- memory_refresh_searchable, keeps them (below): every path that changes the projection (create,
+-- amend, forget, restriction, repair, review, bulk COPY) passes through it.
 
 -- The number of lexeme occurrences of a tsvector (BM25's document length; stop words are not
 -- lexemes). A lexeme without positions (a stripped vector) counts once.
@@ -30,120 +33,171 @@ $$;
 ALTER TABLE searchable_revisions
     ADD COLUMN lexeme_count integer GENERATED ALWAYS AS (memory_lexeme_count(body_tsv)) STORED;
 
+-- Folded totals per agent: projection rows and their lexeme occurrences (sum of lexeme_count).
 CREATE TABLE lexical_corpus_statistics (
-    runtime_agent_id uuid     NOT NULL,
-    shard            smallint NOT NULL CHECK (shard BETWEEN 0 AND 15),
-    -- Projection rows counted in this shard (a shard may go negative: a row counted in one shard
-    -- can be removed by a transaction holding another; only the sum over shards means anything).
-    documents        bigint   NOT NULL,
-    -- Their lexeme occurrences (sum of lexeme_count).
-    lexemes          bigint   NOT NULL,
-    PRIMARY KEY (runtime_agent_id, shard)
+    runtime_agent_id uuid   PRIMARY KEY,
+    documents        bigint NOT NULL,
+    lexemes          bigint NOT NULL
 );
 
+-- Folded totals per agent and lexeme: projection rows containing it.
 CREATE TABLE lexical_term_statistics (
-    runtime_agent_id uuid     NOT NULL,
-    lexeme           text     NOT NULL,
-    shard            smallint NOT NULL CHECK (shard BETWEEN 0 AND 15),
-    -- Projection rows containing the lexeme, counted in this shard (see above).
-    documents        bigint   NOT NULL,
-    PRIMARY KEY (runtime_agent_id, lexeme, shard)
+    runtime_agent_id uuid   NOT NULL,
+    lexeme           text   NOT NULL,
+    documents        bigint NOT NULL,
+    PRIMARY KEY (runtime_agent_id, lexeme)
 );
 
--- The statistics shard of the current transaction: the one it claimed already, else the first
--- free one from a starting point that varies by transaction. A transaction-scoped advisory lock
--- (class 2060261204, arbitrary but fixed) keeps a shard to one transaction at a time; only when
--- all 16 are held does a transaction share one, and then its upserts wait for that holder's
--- commit like any row update.
-CREATE FUNCTION memory_lexical_statistics_shard()
-RETURNS smallint
-LANGUAGE plpgsql VOLATILE
+-- Changes not folded yet: one row per projection row added (sign 1) or removed (sign -1).
+CREATE TABLE lexical_statistics_pending (
+    runtime_agent_id uuid     NOT NULL,
+    sign             smallint NOT NULL CHECK (sign IN (-1, 1)),
+    lexemes          text[]   NOT NULL,
+    length           integer  NOT NULL
+);
+CREATE INDEX lexical_statistics_pending_agent ON lexical_statistics_pending (runtime_agent_id);
+
+-- Which write folds the pending rows: every 64th (non-transactional, so concurrent writers never
+-- wait on it).
+CREATE SEQUENCE lexical_statistics_fold_ticket;
+
+CREATE VIEW lexical_corpus_totals AS
+SELECT runtime_agent_id, sum(documents)::bigint AS documents, sum(lexemes)::bigint AS lexemes
+  FROM (SELECT runtime_agent_id, documents, lexemes FROM lexical_corpus_statistics
+        UNION ALL
+        SELECT runtime_agent_id, sign, sign * length FROM lexical_statistics_pending) AS layers
+ GROUP BY runtime_agent_id;
+
+CREATE VIEW lexical_term_totals AS
+SELECT runtime_agent_id, lexeme, sum(documents)::bigint AS documents
+  FROM (SELECT runtime_agent_id, lexeme, documents FROM lexical_term_statistics
+        UNION ALL
+        SELECT p.runtime_agent_id, u.lexeme, p.sign FROM lexical_statistics_pending p
+         CROSS JOIN LATERAL unnest(p.lexemes) AS u(lexeme)) AS layers
+ GROUP BY runtime_agent_id, lexeme;
+
+-- Folds every pending row this transaction sees into the totals, unless another transaction is
+-- folding (then the rows wait for the next fold). Aggregated per key and written in key order.
+CREATE FUNCTION memory_lexical_statistics_fold()
+RETURNS void
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
 AS $$
-DECLARE
-    claimed text := current_setting('mesh.lexical_statistics_shard', true);
-    first_try integer := (txid_current() % 16)::integer;
-    candidate integer;
 BEGIN
-    IF claimed IS NOT NULL AND claimed <> '' THEN
-        RETURN claimed::smallint;
+    IF NOT pg_try_advisory_xact_lock(2060261204) THEN
+        RETURN;
     END IF;
-    FOR step IN 0..15 LOOP
-        candidate := (first_try + step) % 16;
-        IF pg_try_advisory_xact_lock(2060261204, candidate) THEN
-            PERFORM set_config('mesh.lexical_statistics_shard', candidate::text, true);
-            RETURN candidate::smallint;
-        END IF;
-    END LOOP;
-    PERFORM set_config('mesh.lexical_statistics_shard', first_try::text, true);
-    RETURN first_try::smallint;
+    WITH taken AS (DELETE FROM lexical_statistics_pending RETURNING runtime_agent_id, sign, lexemes, length),
+    corpus AS (
+        INSERT INTO lexical_corpus_statistics AS c (runtime_agent_id, documents, lexemes)
+        SELECT t.runtime_agent_id, sum(t.sign), sum(t.sign * t.length)
+          FROM taken t GROUP BY t.runtime_agent_id ORDER BY t.runtime_agent_id
+        ON CONFLICT (runtime_agent_id)
+        DO UPDATE SET documents = c.documents + excluded.documents, lexemes = c.lexemes + excluded.lexemes)
+    INSERT INTO lexical_term_statistics AS s (runtime_agent_id, lexeme, documents)
+    SELECT t.runtime_agent_id, u.lexeme, sum(t.sign)
+      FROM taken t CROSS JOIN LATERAL unnest(t.lexemes) AS u(lexeme)
+     GROUP BY t.runtime_agent_id, u.lexeme ORDER BY t.runtime_agent_id, u.lexeme
+    ON CONFLICT (runtime_agent_id, lexeme)
+    DO UPDATE SET documents = s.documents + excluded.documents;
 END;
 $$;
 
--- Adds (p_sign = 1) or removes (p_sign = -1) the statistics of a set of projection rows. Rows
--- are aggregated per key and written in key order, one statement per table.
+-- Records the statistics of a set of projection rows as added (p_sign = 1) or removed (-1), and
+-- folds on every 64th call, or at once after a large set (a bulk load, a migration's refresh).
 CREATE FUNCTION memory_lexical_statistics_add(p_sign integer, p_agents uuid[], p_tsvs tsvector[],
                                               p_lengths integer[])
 RETURNS void
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 AS $$
-DECLARE
-    target smallint := memory_lexical_statistics_shard();
 BEGIN
-    INSERT INTO lexical_corpus_statistics AS c (runtime_agent_id, shard, documents, lexemes)
-    SELECT d.agent, target, p_sign * count(*), p_sign * coalesce(sum(d.length), 0)
-      FROM unnest(p_agents, p_lengths) AS d(agent, length)
-     GROUP BY d.agent
-     ORDER BY d.agent
-    ON CONFLICT (runtime_agent_id, shard)
-    DO UPDATE SET documents = c.documents + excluded.documents, lexemes = c.lexemes + excluded.lexemes;
-
-    INSERT INTO lexical_term_statistics AS t (runtime_agent_id, lexeme, shard, documents)
-    SELECT d.agent, u.lexeme, target, p_sign * count(*)
-      FROM unnest(p_agents, p_tsvs) AS d(agent, tsv)
-     CROSS JOIN LATERAL unnest(d.tsv) AS u
-     GROUP BY d.agent, u.lexeme
-     ORDER BY d.agent, u.lexeme
-    ON CONFLICT (runtime_agent_id, lexeme, shard)
-    DO UPDATE SET documents = t.documents + excluded.documents;
+    INSERT INTO lexical_statistics_pending (runtime_agent_id, sign, lexemes, length)
+    SELECT d.agent, p_sign, tsvector_to_array(d.tsv), d.length
+      FROM unnest(p_agents, p_tsvs, p_lengths) AS d(agent, tsv, length);
+    IF cardinality(p_agents) >= 64 OR nextval('lexical_statistics_fold_ticket') % 64 = 0 THEN
+        PERFORM memory_lexical_statistics_fold();
+    END IF;
 END;
 $$;
 
-CREATE FUNCTION memory_lexical_statistics_after_insert() RETURNS trigger
+-- The one writer of the projection (migration 20261202008000), now also keeping the statistics:
+-- it replaces the rows of the given entries, and only the *net* change counts. A refresh that puts
+-- back the same revision (an evidence summary changed, a restriction, a review: most refreshes)
+-- changes no statistics and costs nothing here; a create adds its revision once, an amend swaps
+-- the old revision's statistics for the new one's, a forget removes them. Revision text never
+-- changes (revisions are immutable), so a revision id stands for its lexemes.
+CREATE OR REPLACE FUNCTION memory_refresh_searchable(p_entries uuid[])
+RETURNS void
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-    agents uuid[];
-    tsvs tsvector[];
-    lengths integer[];
+    removed_ids uuid[];
+    removed_agents uuid[];
+    removed_tsvs tsvector[];
+    removed_lengths integer[];
+    added_ids uuid[];
+    added_agents uuid[];
+    added_tsvs tsvector[];
+    added_lengths integer[];
 BEGIN
-    SELECT array_agg(n.runtime_agent_id), array_agg(n.body_tsv), array_agg(n.lexeme_count)
-      INTO agents, tsvs, lengths
-      FROM added_rows n;
-    IF agents IS NOT NULL THEN
-        PERFORM memory_lexical_statistics_add(1, agents, tsvs, lengths);
+    WITH removed AS (
+        DELETE FROM searchable_revisions
+         WHERE entry_id IN (SELECT DISTINCT u.id FROM unnest(p_entries) AS u(id))
+        RETURNING revision_id, runtime_agent_id, body_tsv, lexeme_count)
+    SELECT array_agg(revision_id), array_agg(runtime_agent_id), array_agg(body_tsv), array_agg(lexeme_count)
+      INTO removed_ids, removed_agents, removed_tsvs, removed_lengths
+      FROM removed;
+    -- New audiences get their class first. A concurrent writer creating the same class makes this
+    -- wait for its commit and then do nothing; the next statement (a fresh snapshot: this function
+    -- is volatile) sees the committed class.
+    INSERT INTO audience_classes (runtime_agent_id, members, members_digest)
+    SELECT DISTINCT e.runtime_agent_id, s.audience, memory_audience_digest(s.audience)
+      FROM (SELECT DISTINCT u.id FROM unnest(p_entries) AS u(id)) AS changed
+      JOIN memory_entries e ON e.id = changed.id
+      JOIN revision_audience_summary s ON s.revision_id = e.current_revision_id
+     WHERE e.state = 'live' AND s.evidence_known
+    ON CONFLICT (runtime_agent_id, members_digest) DO NOTHING;
+    WITH added AS (
+        INSERT INTO searchable_revisions (revision_id, entry_id, runtime_agent_id, restriction, restricted_conversation_id,
+                                          evidence_known, audience, body_tsv, subject_actor_id, origin_conversation_id,
+                                          always_on, created_at, audience_class_id)
+        SELECT r.id, e.id, e.runtime_agent_id, e.restriction, e.restricted_conversation_id,
+               coalesce(s.evidence_known, false), coalesce(s.audience, '{}'), coalesce(r.body_tsv, ''::tsvector),
+               r.subject_actor_id, e.origin_conversation_id, e.always_on, r.created_at, c.id
+          FROM (SELECT DISTINCT u.id FROM unnest(p_entries) AS u(id)) AS changed
+          JOIN memory_entries e ON e.id = changed.id
+          JOIN memory_entry_revisions r ON r.id = e.current_revision_id AND r.entry_id = e.id
+                                       AND r.runtime_agent_id = e.runtime_agent_id
+          LEFT JOIN revision_audience_summary s ON s.revision_id = r.id
+          LEFT JOIN audience_classes c ON s.evidence_known AND c.runtime_agent_id = e.runtime_agent_id
+                                      AND c.members_digest = memory_audience_digest(s.audience)
+                                      AND c.members = s.audience
+         WHERE e.state = 'live'
+        RETURNING revision_id, runtime_agent_id, body_tsv, lexeme_count)
+    SELECT array_agg(revision_id), array_agg(runtime_agent_id), array_agg(body_tsv), array_agg(lexeme_count)
+      INTO added_ids, added_agents, added_tsvs, added_lengths
+      FROM added;
+    -- The net change: rows removed and not put back, rows added that were not there.
+    IF removed_ids IS NOT NULL THEN
+        SELECT array_agg(x.agent), array_agg(x.tsv), array_agg(x.length)
+          INTO removed_agents, removed_tsvs, removed_lengths
+          FROM unnest(removed_ids, removed_agents, removed_tsvs, removed_lengths) AS x(id, agent, tsv, length)
+         WHERE x.id <> ALL (coalesce(added_ids, '{}'));
+        IF removed_agents IS NOT NULL THEN
+            PERFORM memory_lexical_statistics_add(-1, removed_agents, removed_tsvs, removed_lengths);
+        END IF;
     END IF;
-    RETURN NULL;
-END;
-$$;
-
-CREATE FUNCTION memory_lexical_statistics_after_delete() RETURNS trigger
-LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan
-AS $$
-DECLARE
-    agents uuid[];
-    tsvs tsvector[];
-    lengths integer[];
-BEGIN
-    SELECT array_agg(o.runtime_agent_id), array_agg(o.body_tsv), array_agg(o.lexeme_count)
-      INTO agents, tsvs, lengths
-      FROM removed_rows o;
-    IF agents IS NOT NULL THEN
-        PERFORM memory_lexical_statistics_add(-1, agents, tsvs, lengths);
+    IF added_ids IS NOT NULL THEN
+        SELECT array_agg(x.agent), array_agg(x.tsv), array_agg(x.length)
+          INTO added_agents, added_tsvs, added_lengths
+          FROM unnest(added_ids, added_agents, added_tsvs, added_lengths) AS x(id, agent, tsv, length)
+         WHERE x.id <> ALL (coalesce(removed_ids, '{}'));
+        IF added_agents IS NOT NULL THEN
+            PERFORM memory_lexical_statistics_add(1, added_agents, added_tsvs, added_lengths);
+        END IF;
     END IF;
-    RETURN NULL;
 END;
 $$;
 
@@ -152,7 +206,7 @@ CREATE FUNCTION memory_lexical_statistics_after_truncate() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
 BEGIN
-    TRUNCATE lexical_corpus_statistics, lexical_term_statistics;
+    TRUNCATE lexical_corpus_statistics, lexical_term_statistics, lexical_statistics_pending;
     RETURN NULL;
 END;
 $$;
@@ -168,20 +222,15 @@ BEGIN
 END;
 $$;
 
--- Backfill from the projection as it stands (one shard), before the triggers exist.
-INSERT INTO lexical_corpus_statistics (runtime_agent_id, shard, documents, lexemes)
-SELECT runtime_agent_id, 0, count(*), sum(lexeme_count) FROM searchable_revisions GROUP BY runtime_agent_id;
-INSERT INTO lexical_term_statistics (runtime_agent_id, lexeme, shard, documents)
-SELECT p.runtime_agent_id, u.lexeme, 0, count(*)
+-- Backfill from the projection as it stands; memory_refresh_searchable keeps them from
+-- here on.
+INSERT INTO lexical_corpus_statistics (runtime_agent_id, documents, lexemes)
+SELECT runtime_agent_id, count(*), sum(lexeme_count) FROM searchable_revisions GROUP BY runtime_agent_id;
+INSERT INTO lexical_term_statistics (runtime_agent_id, lexeme, documents)
+SELECT p.runtime_agent_id, u.lexeme, count(*)
   FROM searchable_revisions p CROSS JOIN LATERAL unnest(p.body_tsv) AS u
  GROUP BY p.runtime_agent_id, u.lexeme;
 
-CREATE TRIGGER searchable_revisions_lexical_statistics_insert
-    AFTER INSERT ON searchable_revisions REFERENCING NEW TABLE AS added_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION memory_lexical_statistics_after_insert();
-CREATE TRIGGER searchable_revisions_lexical_statistics_delete
-    AFTER DELETE ON searchable_revisions REFERENCING OLD TABLE AS removed_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION memory_lexical_statistics_after_delete();
 CREATE TRIGGER searchable_revisions_lexical_statistics_truncate
     AFTER TRUNCATE ON searchable_revisions
     FOR EACH STATEMENT EXECUTE FUNCTION memory_lexical_statistics_after_truncate();
@@ -191,20 +240,21 @@ CREATE TRIGGER searchable_revisions_lexical_statistics_frozen
                        OR OLD.runtime_agent_id IS DISTINCT FROM NEW.runtime_agent_id)
     EXECUTE FUNCTION memory_lexical_statistics_refuse_update();
 
--- Derived data: only the triggers write it, as the schema owner (migration 20261202006100).
-ALTER FUNCTION memory_lexical_statistics_after_insert() SECURITY DEFINER SET search_path FROM CURRENT;
-ALTER FUNCTION memory_lexical_statistics_after_delete() SECURITY DEFINER SET search_path FROM CURRENT;
+-- Derived data: only the projection's writer and the truncate trigger write it, as the schema owner
+-- (migration 20261202006100).
 ALTER FUNCTION memory_lexical_statistics_after_truncate() SECURITY DEFINER SET search_path FROM CURRENT;
+REVOKE ALL ON FUNCTION memory_lexical_statistics_fold() FROM PUBLIC;
 REVOKE ALL ON FUNCTION memory_lexical_statistics_add(integer, uuid[], tsvector[], integer[]) FROM PUBLIC;
-REVOKE ALL ON FUNCTION memory_lexical_statistics_shard() FROM PUBLIC;
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'mesh_runtime') THEN
-        REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON lexical_corpus_statistics, lexical_term_statistics FROM mesh_runtime;
+        REVOKE INSERT, UPDATE, DELETE, TRUNCATE
+            ON lexical_corpus_statistics, lexical_term_statistics, lexical_statistics_pending FROM mesh_runtime;
     END IF;
 END;
 $$;
-REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON lexical_corpus_statistics, lexical_term_statistics FROM PUBLIC;
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE
+    ON lexical_corpus_statistics, lexical_term_statistics, lexical_statistics_pending FROM PUBLIC;
 
 -- The BM25 weight of each query lexeme for one agent's corpus, with the corpus's mean document
 -- length: what the lexical statement needs besides the rows, computed once per search.
@@ -215,19 +265,26 @@ CREATE FUNCTION memory_bm25_query_weights(p_agent uuid, p_text text,
                                           OUT lexemes text[], OUT weights float8[], OUT mean_length float8)
 LANGUAGE sql STABLE
 AS $$
-    WITH corpus AS (
-        SELECT coalesce(sum(documents), 0)::float8 AS n,
-               coalesce(sum(lexemes), 0)::float8 AS total
-          FROM lexical_corpus_statistics WHERE runtime_agent_id = p_agent),
+    WITH pending AS (
+        SELECT p.sign, p.lexemes, p.length FROM lexical_statistics_pending p WHERE p.runtime_agent_id = p_agent),
+    corpus AS (
+        SELECT coalesce((SELECT c.documents FROM lexical_corpus_statistics c WHERE c.runtime_agent_id = p_agent), 0)
+                 + coalesce((SELECT sum(p.sign) FROM pending p), 0)::float8 AS n,
+               coalesce((SELECT c.lexemes FROM lexical_corpus_statistics c WHERE c.runtime_agent_id = p_agent), 0)
+                 + coalesce((SELECT sum(p.sign * p.length) FROM pending p), 0)::float8 AS total),
     query AS (
         SELECT u.lexeme, greatest(cardinality(u.positions), 1) AS occurrences
           FROM unnest(to_tsvector('english'::regconfig, coalesce(p_text, ''))) AS u),
+    -- Each layer filtered by agent and lexeme before adding up (the views would add up first).
     frequency AS (
-        SELECT t.lexeme, sum(t.documents)::float8 AS df
-          FROM lexical_term_statistics t
-         WHERE t.runtime_agent_id = p_agent AND t.lexeme IN (SELECT q.lexeme FROM query q)
-         GROUP BY t.lexeme
-        HAVING sum(t.documents) > 0)
+        SELECT layers.lexeme, sum(layers.documents)::float8 AS df
+          FROM (SELECT t.lexeme, t.documents FROM lexical_term_statistics t
+                 WHERE t.runtime_agent_id = p_agent AND t.lexeme IN (SELECT q.lexeme FROM query q)
+                UNION ALL
+                SELECT u.lexeme, p.sign FROM pending p CROSS JOIN LATERAL unnest(p.lexemes) AS u(lexeme)
+                 WHERE u.lexeme IN (SELECT q.lexeme FROM query q)) AS layers
+         GROUP BY layers.lexeme
+        HAVING sum(layers.documents) > 0)
     SELECT array_agg(q.lexeme ORDER BY q.lexeme),
            array_agg(q.occurrences * ln((c.n - f.df + 0.5) / (f.df + 0.5) + 1) ORDER BY q.lexeme),
            (SELECT CASE WHEN c2.n > 0 THEN c2.total / c2.n ELSE 1 END FROM corpus c2)
@@ -241,3 +298,4 @@ $$;
 ANALYZE searchable_revisions;
 ANALYZE lexical_corpus_statistics;
 ANALYZE lexical_term_statistics;
+ANALYZE lexical_statistics_pending;

@@ -150,7 +150,7 @@ async fn statistics_follow_create_amend_and_forget() {
         .unwrap();
     assert_projection_matches_canonical(&db.pool).await;
     let violin: i64 = sqlx::query_scalar(
-        "SELECT coalesce(sum(documents), 0)::bigint FROM lexical_term_statistics
+        "SELECT coalesce(sum(documents), 0)::bigint FROM lexical_term_totals
           WHERE runtime_agent_id = $1 AND lexeme = 'violin'",
     )
     .bind(world.agent)
@@ -159,15 +159,21 @@ async fn statistics_follow_create_amend_and_forget() {
     .unwrap();
     assert_eq!(violin, 0, "the amended-away word no longer counts");
 
+    // Folding the pending changes into the totals changes no figure.
+    sqlx::query("SELECT memory_lexical_statistics_fold()").execute(&db.pool).await.unwrap();
+    let pending: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM lexical_statistics_pending").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(pending, 0, "a fold takes every pending change");
+    assert_projection_matches_canonical(&db.pool).await;
+
     db.store.forget_entry(world.agent, second).await.unwrap();
     assert_projection_matches_canonical(&db.pool).await;
-    let (documents, lexemes): (i64, i64) = sqlx::query_as(
-        "SELECT sum(documents)::bigint, sum(lexemes)::bigint FROM lexical_corpus_statistics WHERE runtime_agent_id = $1",
-    )
-    .bind(world.agent)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let (documents, lexemes): (i64, i64) =
+        sqlx::query_as("SELECT documents, lexemes FROM lexical_corpus_totals WHERE runtime_agent_id = $1")
+            .bind(world.agent)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
     assert_eq!((documents, lexemes), (1, 4), "one live memory left: play, cello, harbor, orchestra");
 }
 
@@ -178,7 +184,7 @@ async fn statistics_follow_a_bulk_load() {
         synthetic::build(&db.pool, SyntheticSpec { revisions: 3_000, seed: 7 }, |_| {}).await.expect("bulk load");
     assert!(workspace.revisions >= 3_000);
     let documents: i64 = sqlx::query_scalar(
-        "SELECT coalesce(sum(documents), 0)::bigint FROM lexical_corpus_statistics WHERE runtime_agent_id = $1",
+        "SELECT coalesce(sum(documents), 0)::bigint FROM lexical_corpus_totals WHERE runtime_agent_id = $1",
     )
     .bind(workspace.agent)
     .fetch_one(&db.pool)

@@ -754,9 +754,17 @@ async fn index_status(pool: &sqlx::PgPool, json: bool) -> Result<()> {
     println!("pgvector: {}", if pgvector { "installed" } else { "missing (semantic search unavailable)" });
     for g in &generations {
         println!(
-            "generation {}  {:?}  {}/{} ({} dimensions)  created {}",
-            g.id, g.state, g.provider, g.model, g.dimension, g.created_at
+            "generation {}  {:?}  {}/{} ({} dimensions, embeds {})  created {}",
+            g.id, g.state, g.provider, g.model, g.dimension, g.document_form, g.created_at
         );
+        if g.state == semantic::GenerationState::Active && g.document_form != semantic::DOCUMENT_FORM {
+            println!(
+                "  its vectors embed another text ({}) than this version writes ({}): semantic search is \
+                 unavailable until `mesh-memory index rebuild`",
+                g.document_form,
+                semantic::DOCUMENT_FORM
+            );
+        }
     }
     if let Some(p) = progress {
         println!("rebuild of generation {}: {}/{} current revisions embedded", p.generation, p.embedded, p.total);

@@ -229,7 +229,8 @@ pub async fn assert_projection_matches_canonical(pool: &PgPool) {
     }
 }
 
-/// Asserts that the BM25 statistics (migration 20261204100000), summed over their shards, equal a
+/// Asserts that the BM25 statistics (migration 20261204100000: folded totals plus pending rows, the
+/// views ranking reads) equal a
 /// recomputation from the projection: per agent the number of rows and their lexeme occurrences,
 /// per agent and lexeme the number of rows containing it. Called by
 /// [`assert_projection_matches_canonical`], so every write path its callers exercise (create,
@@ -238,8 +239,7 @@ pub async fn assert_lexical_statistics_match_projection(pool: &PgPool) {
     let corpus: Vec<(uuid::Uuid, i64, i64, i64, i64)> = sqlx::query_as(
         "WITH expected AS (SELECT runtime_agent_id, count(*)::bigint AS documents, sum(lexeme_count)::bigint AS lexemes
                              FROM searchable_revisions GROUP BY runtime_agent_id),
-              actual AS (SELECT runtime_agent_id, sum(documents)::bigint AS documents, sum(lexemes)::bigint AS lexemes
-                           FROM lexical_corpus_statistics GROUP BY runtime_agent_id)
+              actual AS (SELECT runtime_agent_id, documents, lexemes FROM lexical_corpus_totals)
          SELECT coalesce(e.runtime_agent_id, a.runtime_agent_id), coalesce(e.documents, 0), coalesce(a.documents, 0),
                 coalesce(e.lexemes, 0), coalesce(a.lexemes, 0)
            FROM expected e FULL JOIN actual a ON a.runtime_agent_id = e.runtime_agent_id
@@ -253,8 +253,7 @@ pub async fn assert_lexical_statistics_match_projection(pool: &PgPool) {
         "WITH expected AS (SELECT p.runtime_agent_id, u.lexeme, count(*)::bigint AS documents
                              FROM searchable_revisions p CROSS JOIN LATERAL unnest(p.body_tsv) AS u
                             GROUP BY 1, 2),
-              actual AS (SELECT runtime_agent_id, lexeme, sum(documents)::bigint AS documents
-                           FROM lexical_term_statistics GROUP BY 1, 2)
+              actual AS (SELECT runtime_agent_id, lexeme, documents FROM lexical_term_totals)
          SELECT coalesce(e.runtime_agent_id, a.runtime_agent_id), coalesce(e.lexeme, a.lexeme),
                 coalesce(e.documents, 0), coalesce(a.documents, 0)
            FROM expected e FULL JOIN actual a ON a.runtime_agent_id = e.runtime_agent_id AND a.lexeme = e.lexeme
