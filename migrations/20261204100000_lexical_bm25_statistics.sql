@@ -103,19 +103,28 @@ BEGIN
 END;
 $$;
 
--- Records the statistics of a set of projection rows as added (p_sign = 1) or removed (-1), and
--- folds on every 64th call, or at once after a large set (a bulk load, a migration's refresh).
-CREATE FUNCTION memory_lexical_statistics_add(p_sign integer, p_agents uuid[], p_tsvs tsvector[],
-                                              p_lengths integer[])
+-- Records the statistics of revisions that left (p_removed) and entered (p_added) the projection,
+-- read from their canonical rows (a revision's text never changes, so its lexemes are those the
+-- projection held), and folds on every 64th call, or at once after a large change (a bulk load,
+-- a migration's refresh).
+CREATE FUNCTION memory_lexical_statistics_record(p_removed uuid[], p_added uuid[])
 RETURNS void
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
+    IF cardinality(p_removed) = 0 AND cardinality(p_added) = 0 THEN
+        RETURN;
+    END IF;
     INSERT INTO lexical_statistics_pending (runtime_agent_id, sign, lexemes, length)
-    SELECT d.agent, p_sign, tsvector_to_array(d.tsv), d.length
-      FROM unnest(p_agents, p_tsvs, p_lengths) AS d(agent, tsv, length);
-    IF cardinality(p_agents) >= 64 OR nextval('lexical_statistics_fold_ticket') % 64 = 0 THEN
+    SELECT r.runtime_agent_id, c.sign, tsvector_to_array(coalesce(r.body_tsv, ''::tsvector)),
+           memory_lexeme_count(coalesce(r.body_tsv, ''::tsvector))
+      FROM (SELECT x.id, -1 AS sign FROM unnest(p_removed) AS x(id)
+            UNION ALL
+            SELECT x.id, 1 FROM unnest(p_added) AS x(id)) AS c
+      JOIN memory_entry_revisions r ON r.id = c.id;
+    IF cardinality(p_removed) + cardinality(p_added) >= 64
+       OR nextval('lexical_statistics_fold_ticket') % 64 = 0 THEN
         PERFORM memory_lexical_statistics_fold();
     END IF;
 END;
@@ -134,21 +143,13 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     removed_ids uuid[];
-    removed_agents uuid[];
-    removed_tsvs tsvector[];
-    removed_lengths integer[];
     added_ids uuid[];
-    added_agents uuid[];
-    added_tsvs tsvector[];
-    added_lengths integer[];
 BEGIN
     WITH removed AS (
         DELETE FROM searchable_revisions
          WHERE entry_id IN (SELECT DISTINCT u.id FROM unnest(p_entries) AS u(id))
-        RETURNING revision_id, runtime_agent_id, body_tsv, lexeme_count)
-    SELECT array_agg(revision_id), array_agg(runtime_agent_id), array_agg(body_tsv), array_agg(lexeme_count)
-      INTO removed_ids, removed_agents, removed_tsvs, removed_lengths
-      FROM removed;
+        RETURNING revision_id)
+    SELECT coalesce(array_agg(revision_id), '{}') INTO removed_ids FROM removed;
     -- New audiences get their class first. A concurrent writer creating the same class makes this
     -- wait for its commit and then do nothing; the next statement (a fresh snapshot: this function
     -- is volatile) sees the committed class.
@@ -175,28 +176,14 @@ BEGIN
                                       AND c.members_digest = memory_audience_digest(s.audience)
                                       AND c.members = s.audience
          WHERE e.state = 'live'
-        RETURNING revision_id, runtime_agent_id, body_tsv, lexeme_count)
-    SELECT array_agg(revision_id), array_agg(runtime_agent_id), array_agg(body_tsv), array_agg(lexeme_count)
-      INTO added_ids, added_agents, added_tsvs, added_lengths
-      FROM added;
-    -- The net change: rows removed and not put back, rows added that were not there.
-    IF removed_ids IS NOT NULL THEN
-        SELECT array_agg(x.agent), array_agg(x.tsv), array_agg(x.length)
-          INTO removed_agents, removed_tsvs, removed_lengths
-          FROM unnest(removed_ids, removed_agents, removed_tsvs, removed_lengths) AS x(id, agent, tsv, length)
-         WHERE x.id <> ALL (coalesce(added_ids, '{}'));
-        IF removed_agents IS NOT NULL THEN
-            PERFORM memory_lexical_statistics_add(-1, removed_agents, removed_tsvs, removed_lengths);
-        END IF;
-    END IF;
-    IF added_ids IS NOT NULL THEN
-        SELECT array_agg(x.agent), array_agg(x.tsv), array_agg(x.length)
-          INTO added_agents, added_tsvs, added_lengths
-          FROM unnest(added_ids, added_agents, added_tsvs, added_lengths) AS x(id, agent, tsv, length)
-         WHERE x.id <> ALL (coalesce(removed_ids, '{}'));
-        IF added_agents IS NOT NULL THEN
-            PERFORM memory_lexical_statistics_add(1, added_agents, added_tsvs, added_lengths);
-        END IF;
+        RETURNING revision_id)
+    SELECT coalesce(array_agg(revision_id), '{}') INTO added_ids FROM added;
+    -- The net change, by revision id: rows removed and not put back, rows added that were not
+    -- there. Most refreshes put back what they removed and stop here.
+    IF removed_ids <> added_ids THEN
+        PERFORM memory_lexical_statistics_record(
+            ARRAY(SELECT x FROM unnest(removed_ids) AS x WHERE x <> ALL (added_ids)),
+            ARRAY(SELECT x FROM unnest(added_ids) AS x WHERE x <> ALL (removed_ids)));
     END IF;
 END;
 $$;
@@ -244,7 +231,7 @@ CREATE TRIGGER searchable_revisions_lexical_statistics_frozen
 -- (migration 20261202006100).
 ALTER FUNCTION memory_lexical_statistics_after_truncate() SECURITY DEFINER SET search_path FROM CURRENT;
 REVOKE ALL ON FUNCTION memory_lexical_statistics_fold() FROM PUBLIC;
-REVOKE ALL ON FUNCTION memory_lexical_statistics_add(integer, uuid[], tsvector[], integer[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION memory_lexical_statistics_record(uuid[], uuid[]) FROM PUBLIC;
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'mesh_runtime') THEN
