@@ -132,13 +132,38 @@ async fn sql_metacharacters_in_a_body_are_stored_verbatim() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
 
-    /// Arbitrary argument text never panics the validator and never yields a remember that names
-    /// an existing entry.
+    /// Arbitrary argument text never panics the validator, and an unknown tool is always refused.
     #[test]
     fn arbitrary_bytes_as_arguments_are_typed_errors_or_clean_calls(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
         let text = String::from_utf8_lossy(&bytes).into_owned();
-        for name in ["remember", "recall", "amend", "forget", "request_memory_sharing", "drop_table"] {
+        for name in ["remember", "recall", "amend", "forget", "request_memory_sharing"] {
             let _ = validate_call(&ToolCall { id: "c".into(), name: name.into(), arguments: text.clone() });
+        }
+        let unknown = validate_call(&ToolCall { id: "c".into(), name: "drop_table".into(), arguments: text });
+        prop_assert!(unknown.is_err(), "an unknown tool is never a clean call");
+    }
+
+    /// `remember` is create-only: whatever fields a model sends, a call that validates names no
+    /// existing entry (it has no field that could), and one that tries to is a typed error.
+    #[test]
+    fn no_remember_that_validates_names_an_existing_entry(
+        fields in prop::collection::btree_map(
+            prop::sample::select(vec!["body", "subject", "always_on", "entry_id", "entry", "id", "revision_id"]),
+            "[a-z ]{1,20}",
+            0..5,
+        ),
+    ) {
+        let arguments = serde_json::Value::Object(
+            fields.iter().map(|(k, v)| (k.to_string(), json!(v))).collect(),
+        )
+        .to_string();
+        let names_an_entry = fields.keys().any(|k| ["entry_id", "entry", "id", "revision_id"].contains(k));
+        let result = validate_call(&ToolCall { id: "c".into(), name: "remember".into(), arguments: arguments.clone() });
+        if names_an_entry {
+            prop_assert!(result.is_err(), "a remember naming an entry must be refused: {}", arguments);
+        }
+        if let Ok(call) = result {
+            prop_assert_eq!(call.name(), "remember");
         }
     }
 
