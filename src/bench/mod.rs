@@ -333,7 +333,7 @@ pub struct ServerSettings {
     pub shared_buffers: String,
     /// Whether the shared memory is mapped with huge pages (`huge_pages_status`: `on` or `off`;
     /// `unknown` before PostgreSQL 17). Off, the buffer cache is mapped in 4 kB pages: hybrid
-    /// searches at 1M took about a quarter longer on the benchmark machine (BENCHMARKS.md).
+    /// searches at 1M took a fifth to a quarter longer on the benchmark machine (BENCHMARKS.md).
     pub huge_pages: String,
     /// How many huge pages the shared memory needs (`shared_memory_size_in_huge_pages`), the
     /// `vm.nr_hugepages` to reserve for it; `None` where the platform has none.
@@ -531,17 +531,21 @@ async fn load_vectors(pool: &sqlx::PgPool) -> Result<(), BenchError> {
     .bind(crate::semantic::DOCUMENT_FORM)
     .fetch_one(pool)
     .await?;
-    let rows: Vec<(uuid::Uuid, String)> = sqlx::query_as(
-        "SELECT r.id, r.body FROM memory_entries e JOIN memory_entry_revisions r ON r.id = e.current_revision_id
-          WHERE e.state = 'live'",
-    )
+    // The same text the index worker embeds (the subject's name with the body).
+    let rows: Vec<(uuid::Uuid, String, Option<String>)> = sqlx::query_as(concat!(
+        "SELECT r.id, r.body, ",
+        crate::subject_name_sql!(),
+        " FROM memory_entries e JOIN memory_entry_revisions r ON r.id = e.current_revision_id
+          WHERE e.state = 'live'"
+    ))
     .fetch_all(pool)
     .await?;
     let mut conn = pool.acquire().await?;
     for chunk in rows.chunks(5_000) {
         let mut text = String::new();
-        for (id, body) in chunk {
-            let vector: Vec<String> = hashing::hash_vector(body).iter().map(|x| format!("{x:.5}")).collect();
+        for (id, body, subject) in chunk {
+            let document = crate::semantic::document_text(subject.as_deref(), body);
+            let vector: Vec<String> = hashing::hash_vector(&document).iter().map(|x| format!("{x:.5}")).collect();
             text.push_str(&format!("{generation}\t{id}\t{}\t{}\t[{}]\n", info.model, info.dimension, vector.join(",")));
         }
         let mut copy = conn

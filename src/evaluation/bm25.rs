@@ -74,24 +74,8 @@ impl Bm25Index {
     /// The best `k` documents for a query already split into terms, with their scores, best first
     /// (ties by indexing order; documents scoring 0 omitted).
     pub fn search_terms(&self, terms: &[String], k: usize) -> Vec<(String, f64)> {
-        let n = self.ids.len() as f64;
-        let mut scored: Vec<(f64, usize)> = self
-            .term_frequencies
-            .iter()
-            .enumerate()
-            .map(|(doc, tf)| {
-                let score = terms
-                    .iter()
-                    .filter_map(|t| {
-                        let f = *tf.get(t)? as f64;
-                        let df = *self.document_frequency.get(t)? as f64;
-                        let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-                        let norm = K1 * (1.0 - B + B * self.lengths[doc] / self.average_length.max(1e-9));
-                        Some(idf * f * (K1 + 1.0) / (f + norm))
-                    })
-                    .sum::<f64>();
-                (score, doc)
-            })
+        let mut scored: Vec<(f64, usize)> = (0..self.ids.len())
+            .map(|doc| (self.document_score(doc, terms), doc))
             .filter(|(score, _)| *score > 0.0)
             .collect();
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -100,7 +84,23 @@ impl Bm25Index {
 
     /// The score of document `id` for the query terms (0 when it matches none or is unknown).
     pub fn score(&self, id: &str, terms: &[String]) -> f64 {
-        self.search_terms(terms, self.ids.len()).into_iter().find(|(d, _)| d == id).map_or(0.0, |(_, s)| s)
+        self.ids.iter().position(|d| d == id).map_or(0.0, |doc| self.document_score(doc, terms))
+    }
+
+    /// Okapi BM25 of the document at `doc` for `terms` (repeated terms count again).
+    fn document_score(&self, doc: usize, terms: &[String]) -> f64 {
+        let n = self.ids.len() as f64;
+        let tf = &self.term_frequencies[doc];
+        terms
+            .iter()
+            .filter_map(|t| {
+                let f = *tf.get(t)? as f64;
+                let df = *self.document_frequency.get(t)? as f64;
+                let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+                let norm = K1 * (1.0 - B + B * self.lengths[doc] / self.average_length.max(1e-9));
+                Some(idf * f * (K1 + 1.0) / (f + norm))
+            })
+            .sum()
     }
 }
 

@@ -100,10 +100,9 @@ pub enum SubjectMatch {
 }
 
 /// Who a query is about: the people it names, else the current speaker.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum SubjectFocus {
     /// No speaker and no one named.
-    #[default]
     Nobody,
     /// The current speaker (the query names no one).
     Speaker(ActorId),

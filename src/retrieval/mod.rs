@@ -277,6 +277,8 @@ impl std::fmt::Debug for Retriever {
 
 /// What the full-text side of a search found.
 struct FullText {
+    /// The destination's members the query names ([`subjects::named_in_query`]).
+    named_members: Vec<ActorSummary>,
     /// Whether the query has full-text terms (so lexical relevance is required).
     has_terms: bool,
     lexical: Option<Vec<CandidateRow>>,
@@ -293,6 +295,7 @@ struct Structural {
 /// Candidates gathered from every source, with what the gathering learned.
 struct Gathered {
     set: CandidateSet,
+    named_members: Vec<ActorSummary>,
     relevance_required: bool,
     withheld: BTreeMap<String, i64>,
     categories: Vec<DegradationCategory>,
@@ -320,10 +323,9 @@ impl Retriever {
         let started = Instant::now();
         validate(request)?;
         let context = EligibilityContext::resolve(&self.store, request.agent, request.conversation).await?;
-        let named_members =
-            subjects::named_in_query(&self.store, request.query.trim(), context.audience.iter().copied()).await?;
-        let gathered = self.gather(request, &context, &named_members).await?;
+        let mut gathered = self.gather(request, &context).await?;
         let candidate_count = gathered.set.len();
+        let named_members = std::mem::take(&mut gathered.named_members);
         let turn = ScoringContext {
             focus: self.subject_focus(request, &context, &gathered.set, named_members).await?,
             conversation: request.conversation,
@@ -371,7 +373,7 @@ impl Retriever {
     }
 
     /// Who the query is about: the people it names among those the destination audience may know
-    /// of (`named_members`, resolved among its members before the search, and the subjects of
+    /// of (`named_members`, resolved among its members by the full-text side, and the subjects of
     /// eligible candidates), else the current speaker.
     async fn subject_focus(
         &self,
@@ -396,21 +398,10 @@ impl Retriever {
     /// (lexical candidates and withheld diagnostics) and the eligible-set side (subject,
     /// conversation, always-on and semantic candidates) are independent, so they run at the same
     /// time on separate pooled connections.
-    /// The full-text side searches the query without the names of the destination's members it
-    /// names (`named_members`, [`subjects::without_names`]): memories about them are found by the
-    /// subject match instead.
-    async fn gather(
-        &self,
-        request: &SearchRequest,
-        ctx: &EligibilityContext,
-        named_members: &[ActorSummary],
-    ) -> Result<Gathered, RetrievalError> {
+    async fn gather(&self, request: &SearchRequest, ctx: &EligibilityContext) -> Result<Gathered, RetrievalError> {
         let query = request.query.trim();
-        let full_text_query = subjects::without_names(query, named_members);
-        let (full_text, structural) = tokio::try_join!(
-            self.full_text(ctx, full_text_query.as_deref().unwrap_or(query)),
-            self.eligible_side(request, ctx, query)
-        )?;
+        let (full_text, structural) =
+            tokio::try_join!(self.full_text(ctx, query), self.eligible_side(request, ctx, query))?;
         let mut set = CandidateSet::default();
         let mut categories = structural.categories;
         if let Some(lexical) = full_text.lexical {
@@ -428,26 +419,37 @@ impl Retriever {
         }
         categories.sort();
         categories.dedup();
-        Ok(Gathered { set, relevance_required, withheld: full_text.withheld, categories })
+        Ok(Gathered {
+            set,
+            named_members: full_text.named_members,
+            relevance_required,
+            withheld: full_text.withheld,
+            categories,
+        })
     }
 
-    /// Lexical candidates and the withheld diagnostics (concurrently), when the query has
-    /// full-text terms.
+    /// The destination's members the query names, then lexical candidates and the withheld
+    /// diagnostics (concurrently) when the query has full-text terms. The full-text statements
+    /// search the query without those members' names ([`subjects::without_names`]): memories
+    /// about them are found by the subject match instead.
     async fn full_text(&self, ctx: &EligibilityContext, query: &str) -> Result<FullText, RetrievalError> {
         let pool = self.store.pool();
         let limit = self.config.per_source_limit;
+        let named_members = subjects::named_in_query(&self.store, query, ctx.audience.iter().copied()).await?;
+        let without_names = subjects::without_names(query, &named_members);
+        let query = without_names.as_deref().unwrap_or(query);
         let lexical_query = match self.config.lexical_enabled && !query.is_empty() {
             true => candidates::lexical_query(pool, ctx.agent, query).await?,
             false => None,
         };
         let Some(lexical_query) = lexical_query else {
-            return Ok(FullText { has_terms: false, lexical: None, withheld: BTreeMap::new() });
+            return Ok(FullText { named_members, has_terms: false, lexical: None, withheld: BTreeMap::new() });
         };
         let (lexical, withheld) = tokio::try_join!(
             candidates::lexical(pool, ctx, &lexical_query, self.config.bm25(), limit),
             candidates::withheld_lexical(pool, ctx, &lexical_query, limit)
         )?;
-        Ok(FullText { has_terms: true, lexical: Some(lexical), withheld })
+        Ok(FullText { named_members, has_terms: true, lexical: Some(lexical), withheld })
     }
 
     /// Subject, conversation, always-on and semantic candidates. When the eligible set fits the
