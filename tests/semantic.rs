@@ -15,7 +15,7 @@ use common::{test_db, TestDb, World};
 use mesh_memory::privacy::EligibilityContext;
 use mesh_memory::retrieval::{
     DegradationCategory, EligibleRevision, EligibleRows, RetrievalConfig, RetrievalMode, Retriever, SearchRequest,
-    SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest,
+    SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest, SubjectMatch,
 };
 use mesh_memory::semantic::vector_index::shortlist;
 use mesh_memory::semantic::{
@@ -537,6 +537,38 @@ impl SemanticIndex for GreedyIndex {
             .collect();
         Box::pin(async move { Ok(hits) })
     }
+}
+
+/// Records the query text each search receives; finds nothing.
+#[derive(Default)]
+struct RecordingIndex {
+    queries: std::sync::Mutex<Vec<String>>,
+}
+
+impl SemanticIndex for RecordingIndex {
+    fn search<'a>(&'a self, request: SemanticRequest<'a>) -> SemanticFuture<'a> {
+        self.queries.lock().unwrap().push(request.query.to_owned());
+        Box::pin(async { Ok(Vec::new()) })
+    }
+}
+
+#[tokio::test]
+async fn semantic_search_embeds_the_query_without_the_names_of_the_members_it_names() {
+    let db = test_db().await;
+    let s = scene(&db).await;
+    let index = Arc::new(RecordingIndex::default());
+    let retriever = Retriever::new(db.store.clone(), RetrievalConfig::default()).with_semantic_index(index.clone());
+    let named = retriever.search(&recall(&s, "What does Ana like for lunch?")).await.unwrap();
+    retriever.search(&recall(&s, "Who likes sushi?")).await.unwrap();
+    retriever.search(&recall(&s, "Ana?")).await.unwrap();
+    assert_eq!(
+        *index.queries.lock().unwrap(),
+        ["what does like for lunch", "Who likes sushi?", "Ana?"],
+        "a member's name leaves the semantic query (the subject match stands for it); a query with no \
+         member's name, or nothing but one, is embedded as asked"
+    );
+    let sushi = named.selections.iter().find(|x| x.body.contains("sushi")).expect("the sushi memory is found");
+    assert_eq!(sushi.components.subject_match, Some(SubjectMatch::NamedInQuery), "found as a memory about Ana");
 }
 
 #[tokio::test]

@@ -277,8 +277,6 @@ impl std::fmt::Debug for Retriever {
 
 /// What the full-text side of a search found.
 struct FullText {
-    /// The destination's members the query names ([`subjects::named_in_query`]).
-    named_members: Vec<ActorSummary>,
     /// Whether the query has full-text terms (so lexical relevance is required).
     has_terms: bool,
     lexical: Option<Vec<CandidateRow>>,
@@ -400,8 +398,9 @@ impl Retriever {
     /// time on separate pooled connections.
     async fn gather(&self, request: &SearchRequest, ctx: &EligibilityContext) -> Result<Gathered, RetrievalError> {
         let query = request.query.trim();
+        let names = subjects::QueryNames::new(&self.store, query, &ctx.audience);
         let (full_text, structural) =
-            tokio::try_join!(self.full_text(ctx, query), self.eligible_side(request, ctx, query))?;
+            tokio::try_join!(self.full_text(ctx, query, &names), self.eligible_side(request, ctx, query, &names))?;
         let mut set = CandidateSet::default();
         let mut categories = structural.categories;
         if let Some(lexical) = full_text.lexical {
@@ -421,7 +420,7 @@ impl Retriever {
         categories.dedup();
         Ok(Gathered {
             set,
-            named_members: full_text.named_members,
+            named_members: names.into_members(),
             relevance_required,
             withheld: full_text.withheld,
             categories,
@@ -430,41 +429,57 @@ impl Retriever {
 
     /// The destination's members the query names, then lexical candidates and the withheld
     /// diagnostics (concurrently) when the query has full-text terms. The full-text statements
-    /// search the query without those members' names ([`subjects::without_names`]): memories
-    /// about them are found by the subject match instead.
-    async fn full_text(&self, ctx: &EligibilityContext, query: &str) -> Result<FullText, RetrievalError> {
+    /// search the query without those members' names ([`subjects::QueryNames::searched_text`]):
+    /// memories about them are found by the subject match instead.
+    async fn full_text(
+        &self,
+        ctx: &EligibilityContext,
+        query: &str,
+        names: &subjects::QueryNames<'_>,
+    ) -> Result<FullText, RetrievalError> {
         let pool = self.store.pool();
         let limit = self.config.per_source_limit;
-        let named_members = subjects::named_in_query(&self.store, query, ctx.audience.iter().copied()).await?;
-        let without_names = subjects::without_names(query, &named_members);
-        let query = without_names.as_deref().unwrap_or(query);
         let lexical_query = match self.config.lexical_enabled && !query.is_empty() {
-            true => candidates::lexical_query(pool, ctx.agent, query).await?,
+            true => candidates::lexical_query(pool, ctx.agent, &names.searched_text().await?).await?,
             false => None,
         };
         let Some(lexical_query) = lexical_query else {
-            return Ok(FullText { named_members, has_terms: false, lexical: None, withheld: BTreeMap::new() });
+            return Ok(FullText { has_terms: false, lexical: None, withheld: BTreeMap::new() });
         };
         let (lexical, withheld) = tokio::try_join!(
             candidates::lexical(pool, ctx, &lexical_query, self.config.bm25(), limit),
             candidates::withheld_lexical(pool, ctx, &lexical_query, limit)
         )?;
-        Ok(FullText { named_members, has_terms: true, lexical: Some(lexical), withheld })
+        Ok(FullText { has_terms: true, lexical: Some(lexical), withheld })
     }
 
     /// Subject, conversation, always-on and semantic candidates. When the eligible set fits the
     /// configured limit it is read once and the three structural sources are taken from it (the
     /// same rows and order their statements would return); otherwise each runs its own statement.
+    /// Semantic search embeds the query without the names of the members it names, as the
+    /// full-text side searches it ([`subjects::QueryNames::searched_text`]).
     async fn eligible_side(
         &self,
         request: &SearchRequest,
         ctx: &EligibilityContext,
         query: &str,
+        names: &subjects::QueryNames<'_>,
     ) -> Result<Structural, RetrievalError> {
         let pool = self.store.pool();
         let limit = self.config.per_source_limit;
         let with_sign_bits = !query.is_empty() && self.semantic.ranks_sign_bits();
-        let eligible = candidates::eligible_set(pool, ctx, self.config.eligible_set_limit, with_sign_bits).await?;
+        let eligible_set = async {
+            candidates::eligible_set(pool, ctx, self.config.eligible_set_limit, with_sign_bits)
+                .await
+                .map_err(RetrievalError::from)
+        };
+        let searched = async {
+            match query.is_empty() {
+                true => Ok(String::new()),
+                false => names.searched_text().await.map_err(RetrievalError::from),
+            }
+        };
+        let (eligible, searched) = tokio::try_join!(eligible_set, searched)?;
         let mut sources = Vec::new();
         match eligible.as_ref().map(|set| &set.rows) {
             Some(rows) => {
@@ -499,7 +514,7 @@ impl Retriever {
         let mut categories = Vec::new();
         let mut semantic_ok = false;
         if !query.is_empty() {
-            match self.semantic_candidates(ctx, query, eligible.as_ref()).await? {
+            match self.semantic_candidates(ctx, &searched, eligible.as_ref()).await? {
                 Ok(rows) => {
                     semantic_ok = true;
                     sources.push((CandidateSource::Semantic, rows));
