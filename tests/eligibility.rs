@@ -155,7 +155,7 @@ async fn the_delivery_recheck_names_what_changed() {
         .unwrap();
     let used = outcome.used_revisions();
     assert_eq!(used.len(), 2);
-    let snapshot = outcome.context.audience.clone();
+    let snapshot = outcome.context.audience().to_vec();
 
     let clear = recheck_delivery(&db.store, agent, s.eng, &snapshot, &used).await.unwrap();
     assert!(clear.is_clear(), "{clear:?}");
@@ -330,6 +330,9 @@ async fn load_facts(pool: &sqlx::PgPool, agent: AgentId) -> Facts {
 
 /// The predicate of DESIGN.md, written independently of the SQL function.
 fn rust_eligible(facts: &Facts, revision: Uuid, conversation: Uuid, audience: &HashSet<Uuid>) -> bool {
+    if audience.is_empty() {
+        return false; // an empty destination audience fails closed
+    }
     let Some(entry) = facts.revision_entry.get(&revision) else { return false };
     let (state, current, restriction, restricted_to) = &facts.entries[entry];
     if state != "live" || *current != revision {
@@ -361,7 +364,8 @@ async fn independent_audience(
     conversation: ConversationId,
 ) -> HashSet<Uuid> {
     let rows: Vec<Uuid> = sqlx::query_scalar(
-        "SELECT actor_id FROM conversation_memberships WHERE conversation_id = $1 AND left_at IS NULL",
+        "SELECT actor_id FROM conversation_memberships
+          WHERE conversation_id = $1 AND (left_at IS NULL OR left_at > now())",
     )
     .bind(conversation)
     .fetch_all(pool)
@@ -464,15 +468,18 @@ fn property_no_returned_revision_violates_the_predicate_recomputed_in_rust() {
             let retriever = Retriever::new(db.store.clone(), RetrievalConfig::default());
             for conversation in &conversations {
                 let audience = independent_audience(&db.pool, world.agent_actor, *conversation).await;
+                // A speaker outside the membership gets an empty (closed) audience.
+                let speaker = people[spec.actor].actor;
+                let asked = if audience.contains(&speaker.0) { audience.clone() } else { HashSet::new() };
                 for query in ["", WORDS[0], WORDS[1], WORDS[2], WORDS[3], "memory mentions"] {
                     let request = SearchRequest::new(
-                        world.agent, *conversation, Some(people[spec.actor].actor), query, RetrievalMode::Recall);
+                        world.agent, *conversation, Some(speaker), query, RetrievalMode::Recall);
                     let outcome = retriever.search(&request).await.unwrap();
-                    let snapshot: HashSet<Uuid> = outcome.context.audience.iter().map(|a| a.0).collect();
-                    assert_eq!(snapshot, audience, "audience snapshot");
+                    let snapshot: HashSet<Uuid> = outcome.context.audience().iter().map(|a| a.0).collect();
+                    assert_eq!(snapshot, asked, "audience snapshot");
                     for s in &outcome.selections {
                         assert!(
-                            rust_eligible(&facts, s.revision_id.0, conversation.0, &audience),
+                            rust_eligible(&facts, s.revision_id.0, conversation.0, &asked),
                             "returned revision {} violates the predicate in {conversation} (spec {spec:?})",
                             s.revision_id
                         );

@@ -310,7 +310,7 @@ async fn withheld_matches_are_counted_once_each_by_rule_and_a_released_revision_
     // A grant that covers the channel's audience releases that exact revision: it is selected,
     // and no longer counted as withheld.
     let (released, released_revision) = private[0];
-    let audience: Vec<ActorId> = outcome.context.audience.clone();
+    let audience: Vec<ActorId> = outcome.context.audience().to_vec();
     common::grant(&db.pool, w.world.agent, released_revision, &audience, false).await;
     let outcome = ask(&w.world, eng, Some(w.dana.actor), "budget forecast quarterly").await;
     assert!(entries(&outcome).contains(&released), "{:?}", entries(&outcome));
@@ -558,7 +558,7 @@ async fn explain_event_returns_the_stored_selection_with_components() {
     assert!(close(stored.conversation_boost, live.conversation_boost) && close(stored.recency, live.recency));
     assert_eq!(event.selections[0].reason, outcome.selections[0].reason);
     assert!((event.selections[0].score - outcome.selections[0].score).abs() < 1e-12);
-    assert_eq!(event.destination_audience, outcome.context.audience);
+    assert_eq!(event.destination_audience, outcome.context.audience());
     assert_eq!(event.mode, RetrievalMode::Recall);
     assert!(!event.has_query_digest);
     let missing = mesh_memory::RetrievalEventId::generate();

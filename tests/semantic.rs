@@ -139,12 +139,6 @@ async fn scene(db: &TestDb) -> Scene {
     Scene { world, channel, dm, victor, tabs, private }
 }
 
-fn context(scene: &Scene, conversation: ConversationId, audience: Vec<mesh_memory::ActorId>) -> EligibilityContext {
-    let mut audience = audience;
-    audience.sort();
-    EligibilityContext { agent: scene.world.agent, conversation, audience }
-}
-
 async fn semantic_hits(
     db: &TestDb,
     index: &dyn SemanticIndex,
@@ -298,7 +292,8 @@ async fn pgvector_search_never_returns_an_ineligible_revision_however_similar() 
 
     // A foreign audience (someone outside every source audience) gets nothing at all.
     let stranger = s.world.person("Mallory", "U9").await;
-    let foreign = context(&s, s.channel, vec![stranger.actor]);
+    let stranger_dm = s.world.conversation("D-mallory", Topology::Direct, &[&stranger]).await;
+    let foreign = EligibilityContext::resolve(&db.store, s.world.agent, stranger_dm).await.unwrap();
     assert!(semantic_hits(&db, &index, &foreign, "prefers tabs", 10).await.unwrap().is_empty());
     // The limit is honoured.
     assert_eq!(semantic_hits(&db, &index, &ctx, "prefers tabs", 1).await.unwrap().len(), 1);
@@ -355,8 +350,8 @@ async fn eligible_revisions(db: &TestDb, ctx: &EligibilityContext) -> Vec<Eligib
         mesh_memory::eligible_class_rows!(),
         " AS p"
     ))
-    .bind(ctx.agent)
-    .bind(ctx.conversation)
+    .bind(ctx.agent())
+    .bind(ctx.conversation())
     .bind(ctx.audience_uuids())
     .fetch_all(&db.pool)
     .await
@@ -429,8 +424,8 @@ async fn sign_bits_rank_the_shortlist_as_pgvector_ranks_it() {
                   ORDER BY p.embedding_bits::bit(64) <~> binary_quantize($4::text::vector)::bit(64), p.revision_id
                   LIMIT $5"
             ))
-            .bind(ctx.agent)
-            .bind(ctx.conversation)
+            .bind(ctx.agent())
+            .bind(ctx.conversation())
             .bind(ctx.audience_uuids())
             .bind(&literal)
             .bind(size as i64)

@@ -149,7 +149,7 @@ pub async fn explain(console: State<'_, Console>, entry_id: String, conversation
     let entry: EntryId = entry_id.parse()?;
     let conversation: ConversationId = conversation_id.parse()?;
     let explanation = mesh_memory::privacy::explain_entry(&store, None, entry, conversation).await?;
-    let mut actors = explanation.context.audience.clone();
+    let mut actors = explanation.context.audience().to_vec();
     actors.extend(explanation.failing_source.iter().flat_map(|f| f.missing_actors.iter().copied()));
     let label = labeller(&store, &actors).await?;
     Ok(dto::Explanation::new(explanation, &label))

@@ -721,7 +721,7 @@ impl Explanation {
             eligible: x.eligible,
             rule: x.rule.name().to_owned(),
             explanation: x.explanation,
-            audience: x.context.audience.iter().map(label).collect(),
+            audience: x.context.audience().iter().map(label).collect(),
             failing_source: x.failing_source.map(|f| FailingSource {
                 source_id: f.source_id.to_string(),
                 kind: f.kind,

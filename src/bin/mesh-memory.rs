@@ -647,7 +647,7 @@ async fn recall(store: &Store, args: RecallArgs, json: bool) -> Result<()> {
     println!(
         "retrieval event {}  audience: {} actor(s)  candidates: {}  cost: {}/{} tokens  degraded: {}",
         outcome.event_id,
-        outcome.context.audience.len(),
+        outcome.context.audience().len(),
         outcome.candidate_count,
         outcome.cost_tokens,
         outcome.token_budget,

@@ -13,11 +13,11 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RevisionId, SourceId};
-use crate::store::{Store, StoreError};
+use crate::store::{ClosedAudience, Store, StoreError};
 
 /// The eligibility predicate for a revision aliased `r`, with the parameter convention every
 /// candidate query follows: `$1` runtime agent, `$2` destination conversation, `$3` destination
-/// audience (`uuid[]`). A macro (not only a constant) so that queries can `concat!` it into a
+/// audience (`uuid[]`; NULL or empty admits nothing). A macro (not only a constant) so that queries can `concat!` it into a
 /// `&'static str` and stay parameterised.
 ///
 /// It is the body of the SQL function `memory_revision_eligible` written inline, so that the
@@ -29,7 +29,7 @@ use crate::store::{Store, StoreError};
 #[macro_export]
 macro_rules! eligible_revision_sql {
     () => {
-        "(r.runtime_agent_id = $1 AND $3::uuid[] IS NOT NULL
+        "(r.runtime_agent_id = $1 AND cardinality($3::uuid[]) > 0
           AND EXISTS (SELECT 1 FROM memory_entries elig_e
                        WHERE elig_e.id = r.entry_id AND elig_e.runtime_agent_id = $1 AND elig_e.state = 'live'
                          AND elig_e.current_revision_id = r.id
@@ -66,7 +66,7 @@ macro_rules! eligible_searchable_rows {
             "(SELECT elig_p.revision_id, elig_p.entry_id, elig_p.body_tsv, elig_p.lexeme_count, elig_p.subject_actor_id,
                  elig_p.origin_conversation_id, elig_p.always_on, elig_p.created_at
             FROM searchable_revisions elig_p
-           WHERE elig_p.runtime_agent_id = $1 AND $3::uuid[] IS NOT NULL
+           WHERE elig_p.runtime_agent_id = $1 AND cardinality($3::uuid[]) > 0
              AND (elig_p.restriction = 'none' OR elig_p.restricted_conversation_id = $2)
              AND elig_p.evidence_known AND elig_p.audience @> $3::uuid[]
           UNION ALL ",
@@ -123,7 +123,7 @@ macro_rules! eligible_by_grant {
             $columns,
             "
             FROM searchable_revisions elig_p
-           WHERE elig_p.runtime_agent_id = $1 AND $3::uuid[] IS NOT NULL
+           WHERE elig_p.runtime_agent_id = $1 AND cardinality($3::uuid[]) > 0
              AND (elig_p.restriction = 'none' OR elig_p.restricted_conversation_id = $2)
              AND NOT (elig_p.evidence_known AND elig_p.audience @> $3::uuid[])
              AND elig_p.revision_id IN (SELECT elig_g.revision_id FROM ",
@@ -141,7 +141,7 @@ macro_rules! eligible_by_grant {
 macro_rules! covering_grants {
     () => {
         "(SELECT cg.revision_id FROM sharing_grants cg
-           WHERE cg.runtime_agent_id = $1 AND cg.revoked_at IS NULL AND $3::uuid[] IS NOT NULL
+           WHERE cg.runtime_agent_id = $1 AND cg.revoked_at IS NULL AND cardinality($3::uuid[]) > 0
              AND NOT EXISTS (SELECT 1 FROM unnest($3::uuid[]) AS cd(actor_id)
                               WHERE NOT EXISTS (SELECT 1 FROM sharing_grant_audience cga
                                                  WHERE cga.grant_id = cg.id AND cga.actor_id = cd.actor_id)))"
@@ -173,26 +173,63 @@ pub enum PrivacyError {
 
 /// Who is asking, where: the input of the predicate. The audience is a snapshot taken when the
 /// context was resolved; the delivery recheck compares it with the audience at delivery time.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Built only by resolving a conversation ([`Self::resolve`], [`Self::resolve_for_speaker`]), so
+/// no caller can hand the predicate an audience of its choosing; the fields are read through
+/// accessors. An implausible destination ([`ClosedAudience`]) resolves to an empty audience, for
+/// which SQL admits nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct EligibilityContext {
-    /// The runtime agent whose memory is searched.
-    pub agent: AgentId,
-    /// The destination conversation.
-    pub conversation: ConversationId,
-    /// Its current members except the agent's own actor, sorted.
-    pub audience: Vec<ActorId>,
+    pub(crate) agent: AgentId,
+    pub(crate) conversation: ConversationId,
+    pub(crate) audience: Vec<ActorId>,
+    pub(crate) closed: Option<ClosedAudience>,
 }
 
 impl EligibilityContext {
-    /// Resolves the destination audience now (`Store::current_audience`). Fails with
-    /// `UnknownReference` if the conversation is not the agent's.
+    /// Resolves the destination audience now (`Store::current_audience`), with no speaker to
+    /// check (operator tools, delivery rechecks). Fails with `UnknownReference` if the
+    /// conversation is not the agent's.
     pub async fn resolve(
         store: &Store,
         agent: AgentId,
         conversation: ConversationId,
     ) -> Result<EligibilityContext, PrivacyError> {
-        let audience = store.current_audience(agent, conversation).await?;
-        Ok(EligibilityContext { agent, conversation, audience })
+        Self::resolve_for_speaker(store, agent, conversation, None).await
+    }
+
+    /// Resolves the destination audience of a turn or search in which `speaker` speaks
+    /// (`Store::destination_audience`): closed (empty, nothing eligible) when the conversation
+    /// has no reader or the speaker is not a member now. `UnknownReference` for an unknown
+    /// conversation or speaker, before anything is searched.
+    pub async fn resolve_for_speaker(
+        store: &Store,
+        agent: AgentId,
+        conversation: ConversationId,
+        speaker: Option<ActorId>,
+    ) -> Result<EligibilityContext, PrivacyError> {
+        let destination = store.destination_audience(agent, conversation, speaker).await?;
+        Ok(EligibilityContext { agent, conversation, audience: destination.readers, closed: destination.closed })
+    }
+
+    /// The runtime agent whose memory is searched.
+    pub fn agent(&self) -> AgentId {
+        self.agent
+    }
+
+    /// The destination conversation.
+    pub fn conversation(&self) -> ConversationId {
+        self.conversation
+    }
+
+    /// Who reads the destination, sorted, except the agent's own actor (empty when closed).
+    pub fn audience(&self) -> &[ActorId] {
+        &self.audience
+    }
+
+    /// Why the audience was refused, if it was.
+    pub fn closed(&self) -> Option<ClosedAudience> {
+        self.closed
     }
 
     /// The audience as raw UUIDs, for binding as `uuid[]`.
@@ -227,7 +264,8 @@ pub enum Rule {
         /// The first such source.
         source_id: SourceId,
     },
-    /// No destination audience was supplied (fails closed).
+    /// The destination audience is unknown or empty (a conversation with no reader, or a speaker
+    /// outside its membership): nothing is eligible (fails closed).
     AudienceUnknown,
 }
 
@@ -286,7 +324,9 @@ impl Rule {
             Rule::AudienceNotCovered { source_id } => format!(
                 "rejected: source {source_id} was not visible to everyone in this conversation, and no live grant covers them"
             ),
-            Rule::AudienceUnknown => "rejected: the destination audience is unknown".into(),
+            Rule::AudienceUnknown => {
+                "rejected: the destination audience is unknown or empty (no reader, or a speaker who is not a member)".into()
+            }
         }
     }
 }
@@ -341,7 +381,7 @@ pub struct FailingSource {
 }
 
 /// The answer to "why is (or isn't) this entry eligible in that conversation?".
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct EntryExplanation {
     /// The entry asked about.
     pub entry_id: EntryId,

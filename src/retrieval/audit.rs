@@ -36,9 +36,21 @@ pub enum DegradationCategory {
     EligibilityWithheldUnknown,
     /// The query had no searchable term; it was ranked like an empty query.
     QueryWithoutTerms,
+    /// The destination conversation has no recorded reader: nothing was eligible (fails closed).
+    AudienceWithoutReaders,
+    /// The speaker is not a member of the destination now: nothing was eligible (fails closed).
+    SpeakerNotMember,
 }
 
 impl DegradationCategory {
+    /// The category recording why a destination audience was refused.
+    pub fn of_closed_audience(closed: crate::store::ClosedAudience) -> Self {
+        match closed {
+            crate::store::ClosedAudience::NoReaders => Self::AudienceWithoutReaders,
+            crate::store::ClosedAudience::SpeakerNotMember => Self::SpeakerNotMember,
+        }
+    }
+
     /// The stored name.
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -49,6 +61,8 @@ impl DegradationCategory {
             Self::SemanticFailed => "semantic_failed",
             Self::EligibilityWithheldUnknown => "eligibility_withheld_unknown",
             Self::QueryWithoutTerms => "query_without_terms",
+            Self::AudienceWithoutReaders => "audience_without_readers",
+            Self::SpeakerNotMember => "speaker_not_member",
         }
     }
 }

@@ -320,8 +320,18 @@ impl Retriever {
     pub async fn search(&self, request: &SearchRequest) -> Result<SearchOutcome, RetrievalError> {
         let started = Instant::now();
         validate(request)?;
-        let context = EligibilityContext::resolve(&self.store, request.agent, request.conversation).await?;
+        let context = EligibilityContext::resolve_for_speaker(
+            &self.store,
+            request.agent,
+            request.conversation,
+            request.current_actor,
+        )
+        .await?;
         let mut gathered = self.gather(request, &context).await?;
+        if let Some(closed) = context.closed() {
+            gathered.categories.push(DegradationCategory::of_closed_audience(closed));
+            gathered.categories.sort();
+        }
         let candidate_count = gathered.set.len();
         let named_members = std::mem::take(&mut gathered.named_members);
         let turn = ScoringContext {

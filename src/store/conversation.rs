@@ -71,6 +71,36 @@ pub struct NewMessage<'a> {
     pub sent_at: DateTime<Utc>,
 }
 
+/// The destination audience as a search or a turn sees it ([`Store::destination_audience`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DestinationAudience {
+    /// Who reads the destination, sorted; empty when `closed`.
+    pub readers: Vec<ActorId>,
+    /// Why the audience was refused, if it was: nothing is eligible for it.
+    pub closed: Option<ClosedAudience>,
+}
+
+/// Why a destination audience is implausible and fails closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClosedAudience {
+    /// The conversation has no recorded reader besides the agent.
+    NoReaders,
+    /// The speaker is not a member of the conversation now.
+    SpeakerNotMember,
+}
+
+/// One membership of a conversation ([`Store::membership_history`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct Membership {
+    /// The member.
+    pub actor_id: ActorId,
+    /// From when they read the conversation.
+    pub joined_at: DateTime<Utc>,
+    /// From when they no longer do (`None`: still a member).
+    pub left_at: Option<DateTime<Utc>>,
+}
+
 /// A conversation as listings and rendering need it.
 #[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
 pub struct ConversationSummary {
@@ -177,35 +207,90 @@ impl Store {
         Ok(id)
     }
 
-    /// The destination audience of a conversation now: its current members other than the
-    /// runtime agent's own actor, sorted. `UnknownReference` when the conversation is not this
-    /// agent's. One statement: every search resolves it before anything else.
+    /// Who reads a conversation now: its members other than the runtime agent's own actor whose
+    /// membership has not ended (no `left_at`, or one still in the future), including members
+    /// recorded to join later: a destination is judged by everyone who can read what is said in
+    /// it, so a leave takes effect at its time, not when it is recorded. Sorted.
+    /// `UnknownReference` when the conversation is not this agent's. One statement.
+    ///
+    /// The membership times mean: `joined_at`, from when the actor reads the conversation;
+    /// `left_at`, from when they no longer do (messages are evidence for the members at their
+    /// `sent_at`).
     pub async fn current_audience(
         &self,
         agent: AgentId,
         conversation: ConversationId,
     ) -> Result<Vec<ActorId>, StoreError> {
-        let members: Option<Vec<Uuid>> = sqlx::query_scalar(
-            "SELECT coalesce(array_agg(DISTINCT cm.actor_id ORDER BY cm.actor_id)
-                               FILTER (WHERE cm.actor_id IS NOT NULL), '{}')
+        Ok(self.destination_audience(agent, conversation, None).await?.readers)
+    }
+
+    /// The destination audience of a search or a turn in `conversation`, spoken in by `speaker`:
+    /// [`Self::current_audience`]'s readers, or, when that audience is implausible, an empty
+    /// one with the reason ([`ClosedAudience`]): no recorded reader, or a speaker who is not a
+    /// member now (a message from outside the membership must not be answered from memories
+    /// chosen for the members). An empty audience admits nothing in SQL (migration
+    /// `20261205100000_fail_closed_audiences.sql`). `UnknownReference` for a conversation that is
+    /// not this agent's or a speaker who is no actor, checked before anything is searched.
+    pub async fn destination_audience(
+        &self,
+        agent: AgentId,
+        conversation: ConversationId,
+        speaker: Option<ActorId>,
+    ) -> Result<DestinationAudience, StoreError> {
+        let row: Option<(Vec<Uuid>, bool, bool)> = sqlx::query_as(
+            "SELECT coalesce((SELECT array_agg(DISTINCT cm.actor_id ORDER BY cm.actor_id)
+                                FROM conversation_memberships cm
+                               WHERE cm.conversation_id = c.id AND cm.actor_id <> ra.actor_id
+                                 AND (cm.left_at IS NULL OR cm.left_at > now())), '{}'),
+                    $3::uuid IS NULL OR EXISTS (SELECT 1 FROM actors a WHERE a.id = $3),
+                    EXISTS (SELECT 1 FROM conversation_memberships cm
+                             WHERE cm.conversation_id = c.id AND cm.actor_id = $3 AND cm.actor_id <> ra.actor_id
+                               AND cm.joined_at <= now() AND (cm.left_at IS NULL OR cm.left_at > now()))
                FROM conversations c
                JOIN runtime_agents ra ON ra.id = c.runtime_agent_id
-               LEFT JOIN conversation_memberships cm
-                      ON cm.conversation_id = c.id AND cm.left_at IS NULL AND cm.actor_id <> ra.actor_id
-              WHERE c.id = $2 AND c.runtime_agent_id = $1
-              GROUP BY c.id",
+              WHERE c.id = $2 AND c.runtime_agent_id = $1",
         )
         .bind(agent)
         .bind(conversation)
+        .bind(speaker)
         .fetch_optional(&self.pool)
         .await?;
-        let members =
-            members.ok_or(StoreError::UnknownReference { kind: ConversationId::LABEL, id: conversation.0 })?;
-        Ok(members.into_iter().map(ActorId).collect())
+        let (readers, speaker_known, speaker_member) =
+            row.ok_or(StoreError::UnknownReference { kind: ConversationId::LABEL, id: conversation.0 })?;
+        if let (Some(speaker), false) = (speaker, speaker_known) {
+            return Err(StoreError::UnknownReference { kind: ActorId::LABEL, id: speaker.0 });
+        }
+        let closed = match (readers.is_empty(), speaker) {
+            (true, _) => Some(ClosedAudience::NoReaders),
+            (false, Some(_)) if !speaker_member => Some(ClosedAudience::SpeakerNotMember),
+            _ => None,
+        };
+        Ok(match closed {
+            Some(reason) => DestinationAudience { readers: Vec::new(), closed: Some(reason) },
+            None => DestinationAudience { readers: readers.into_iter().map(ActorId).collect(), closed: None },
+        })
     }
 
-    /// Of `conversations` (this agent's), the titles of those whose current members include
-    /// every one of `readers`: the conversations a destination audience may be told a memory
+    /// Every membership of a conversation, open and closed, oldest first: who joined and left
+    /// when ([`Self::current_audience`] explains what the times mean). `UnknownReference` when
+    /// the conversation is not this agent's.
+    pub async fn membership_history(
+        &self,
+        agent: AgentId,
+        conversation: ConversationId,
+    ) -> Result<Vec<Membership>, StoreError> {
+        self.conversation(agent, conversation).await?;
+        Ok(sqlx::query_as(
+            "SELECT actor_id, joined_at, left_at FROM conversation_memberships
+              WHERE conversation_id = $1 ORDER BY joined_at, id",
+        )
+        .bind(conversation)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Of `conversations` (this agent's), the titles of those whose members now include
+    /// every one of `readers` (none for no readers): the conversations a destination audience may be told a memory
     /// came from. The others (and ids that are not this agent's) are absent. One statement for
     /// every origin a search renders, instead of two or three per origin.
     pub async fn titles_readable_by(
@@ -219,11 +304,12 @@ impl Store {
         let rows: Vec<(ConversationId, String)> = sqlx::query_as(
             "SELECT c.id, c.title
                FROM conversations c
-              WHERE c.runtime_agent_id = $1 AND c.id = ANY($2::uuid[])
+              WHERE c.runtime_agent_id = $1 AND c.id = ANY($2::uuid[]) AND cardinality($3::uuid[]) > 0
                 AND NOT EXISTS (SELECT 1 FROM unnest($3::uuid[]) AS reader(actor_id)
                                  WHERE NOT EXISTS (SELECT 1 FROM conversation_memberships cm
-                                                    WHERE cm.conversation_id = c.id AND cm.left_at IS NULL
-                                                      AND cm.actor_id = reader.actor_id))",
+                                                    WHERE cm.conversation_id = c.id AND cm.actor_id = reader.actor_id
+                                                      AND cm.joined_at <= now()
+                                                      AND (cm.left_at IS NULL OR cm.left_at > now())))",
         )
         .bind(agent)
         .bind(ids)

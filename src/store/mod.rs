@@ -25,7 +25,10 @@ pub use browse::{
     EvidenceReviewPage, LineageMessage, LineageRevision, RetrievalEventPage, RetrievalEventSummary, SharingRequestView,
     MAX_PAGE_SIZE,
 };
-pub use conversation::{ConversationSummary, Direction, NewConversation, NewMessage, Topology};
+pub use conversation::{
+    ClosedAudience, ConversationSummary, DestinationAudience, Direction, Membership, NewConversation, NewMessage,
+    Topology,
+};
 pub use error::StoreError;
 pub use group_commit::GroupCommit;
 pub use history::{EntryHistory, EvidenceView, RevisionView, SourceView};
