@@ -30,6 +30,8 @@ cargo clippy --all-targets --locked -- -D warnings
 
 step "core tests"
 cargo test --locked --all-targets -- --test-threads="${TEST_THREADS:-4}" --skip leak_nothing
+# Documentation tests: the compile-fail examples that keep privacy types unforgeable.
+cargo test --locked --doc
 
 step "adversarial privacy suite (prints its violation count)"
 cargo test --locked --test adversarial -- --nocapture

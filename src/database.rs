@@ -22,7 +22,7 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 /// statements are written for generic plans: query-side expressions sit in scalar subqueries,
 /// eligibility is expressed with the indexes the plans must use, and the refresh functions are
 /// PL/pgSQL with cached plans. At 1M revisions, seven alternating runs against the previous
-/// binary: remembers 662 -> 781/s on average (BENCHMARKS.md, "retrieval at 1M").
+/// binary: remembers 662 -> 781/s on average (docs/benchmarks-history.md, "retrieval at 1M").
 pub fn with_session_settings(options: PgConnectOptions) -> PgConnectOptions {
     options.options([("plan_cache_mode", "force_generic_plan")])
 }

@@ -18,3 +18,10 @@ pub mod tools;
 pub mod turn;
 
 pub use ids::*;
+
+/// The PostgreSQL types the public API takes and returns (`Store::new`, `database::connect`,
+/// `database::with_session_settings`), re-exported so that a user of this crate need not pin
+/// `sqlx` to the same version to name them.
+pub use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+/// The database error the public API's error types wrap.
+pub use sqlx::Error as DatabaseError;

@@ -177,13 +177,21 @@ async fn no_tool_argument_however_crafted_creates_a_grant() {
     assert!(!selected_in(&s.db.store, &s, s.engineering).await.contains(&s.private_revision));
 }
 
+/// The grant a confirmation created (panics when it only recorded a confirmation).
+fn granted(confirmation: sharing::Confirmation) -> sharing::SharingGrantId {
+    match confirmation {
+        sharing::Confirmation::Granted { grant } => grant,
+        other => panic!("no grant: {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn source_actor_authenticated_confirmation_creates_the_grant() {
     let mut s = scene().await;
     let request = request_via_turn(&mut s).await;
     assert!(!selected_in(&s.db.store, &s, s.engineering).await.contains(&s.private_revision));
     let confirmation = authenticated_dm(&s, s.dm_priya, &s.priya, "Yes, share it.").await;
-    let grant = confirm_by_source_actor(&s.db.pool, request, confirmation).await.unwrap();
+    let grant = granted(confirm_by_source_actor(&s.db.pool, request, confirmation).await.unwrap());
     let row: (String, Option<uuid::Uuid>, Option<uuid::Uuid>) = sqlx::query_as(
         "SELECT authority::text, confirmed_by_actor_id, confirmed_by_message_id FROM sharing_grants WHERE id = $1",
     )
@@ -381,7 +389,7 @@ async fn a_grant_revoked_between_retrieval_and_delivery_withholds_the_reply() {
     let mut s = scene().await;
     let request = request_via_turn(&mut s).await;
     let confirmation = authenticated_dm(&s, s.dm_priya, &s.priya, "Yes, share it.").await;
-    let grant = confirm_by_source_actor(&s.db.pool, request, confirmation).await.unwrap();
+    let grant = granted(confirm_by_source_actor(&s.db.pool, request, confirmation).await.unwrap());
     let question = s.world.say(s.engineering, &s.victor, "Is Priya interviewing at another company?").await;
     let model = Arc::new(ScriptedModel::new().reply("Yes, she mentioned interviewing elsewhere next month."));
     let engine = engine(&s.db.store, &model);
@@ -399,4 +407,106 @@ async fn a_grant_revoked_between_retrieval_and_delivery_withholds_the_reply() {
     assert!(report.reply.is_none());
     operator.close().await;
     drop_role(&s.db, &role).await;
+}
+
+/// Priya's words, said in a private group with Victor; Victor amends only their subject from his
+/// own direct conversation (so he is the amendment's source actor) and asks to release the
+/// amendment to a channel where Dana reads too.
+async fn amended_by_another_voice(s: &mut Scene) -> (SharingRequestId, RevisionId) {
+    let group = s.world.conversation("G-VP", Topology::Group, &[&s.victor, &s.priya]).await;
+    let (entry, first) =
+        s.world.remember(group, &s.priya, None, "Is moving to the Berlin office in March.").await;
+    let dana = s.world.person("Dana", "U789").await;
+    let all = s.world.conversation("C-ALL", Topology::Channel, &[&s.victor, &s.priya, &dana]).await;
+    let amend_message = s.world.say(s.dm_victor, &s.victor, "That Berlin note is about Priya, keep it so.").await;
+    let amended = s
+        .db
+        .store
+        .amend_entry(Amendment {
+            agent: s.world.agent,
+            entry,
+            expected_revision: first,
+            body: None,
+            subject: SubjectUpdate::Set(s.priya.actor),
+            source_actor: Some(s.victor.actor),
+            sources: vec![mesh_memory::store::SourceRef::Message(amend_message)],
+        })
+        .await
+        .unwrap();
+    let mesh_memory::store::WriteOutcome::Committed(amended) = amended else { panic!("{amended:?}") };
+    let via = authenticated_dm(s, s.dm_victor, &s.victor, "Please share the Berlin note with everyone.").await;
+    let request = sharing::create_request(
+        &s.db.store,
+        NewSharingRequest {
+            agent: s.world.agent,
+            via_message: via,
+            revision: amended.revision_id,
+            target_conversation: all,
+            rationale: "Victor asked".into(),
+        },
+    )
+    .await
+    .unwrap();
+    (request, amended.revision_id)
+}
+
+#[tokio::test]
+async fn an_amender_cannot_release_another_persons_words_alone_every_voice_confirms() {
+    let mut s = scene().await;
+    let (request, revision) = amended_by_another_voice(&mut s).await;
+    let pending = list_pending(&s.db.pool, Some(s.world.agent)).await.unwrap();
+    let listed = pending.iter().find(|p| p.id == request).unwrap();
+    assert_eq!(listed.source_actor_id, Some(s.victor.actor), "the amender is the source actor");
+    let mut voices = vec![s.victor.actor, s.priya.actor];
+    voices.sort();
+    assert_eq!(listed.missing_confirmations, voices, "both voices must confirm");
+
+    let from_victor = authenticated_dm(&s, s.dm_victor, &s.victor, "Yes, share it.").await;
+    let recorded = confirm_by_source_actor(&s.db.pool, request, from_victor).await.unwrap();
+    assert_eq!(recorded, sharing::Confirmation::Recorded { missing: vec![s.priya.actor] });
+    let grants: i64 = sqlx::query_scalar("SELECT count(*) FROM sharing_grants WHERE revision_id = $1")
+        .bind(revision)
+        .fetch_one(&s.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(grants, 0, "the amender alone released nothing");
+    let again = authenticated_dm(&s, s.dm_victor, &s.victor, "Yes, really.").await;
+    assert!(matches!(
+        confirm_by_source_actor(&s.db.pool, request, again).await,
+        Err(SharingError::NotSourceActor)
+    ));
+
+    let from_priya = authenticated_dm(&s, s.dm_priya, &s.priya, "Fine, share it.").await;
+    let granted = granted(confirm_by_source_actor(&s.db.pool, request, from_priya).await.unwrap());
+    let audience: i64 = sqlx::query_scalar("SELECT count(*) FROM sharing_grant_audience WHERE grant_id = $1")
+        .bind(granted)
+        .fetch_one(&s.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(audience, 3, "released to the channel's readers once every voice confirmed");
+}
+
+#[tokio::test]
+async fn a_sharing_request_for_a_revision_the_requester_cannot_see_fails_like_a_made_up_one() {
+    let mut s = scene().await;
+    let target = s.engineering;
+    let ask = |revision: RevisionId, via: MessageId| NewSharingRequest {
+        agent: s.world.agent,
+        via_message: via,
+        revision,
+        target_conversation: target,
+        rationale: "curious".into(),
+    };
+    let via = authenticated_dm(&s, s.dm_victor, &s.victor, "Share Priya's private note with the channel.").await;
+    let hidden = sharing::create_request(&s.db.store, ask(s.private_revision, via)).await.unwrap_err();
+    let made_up_id = RevisionId(uuid::Uuid::now_v7());
+    let made_up = sharing::create_request(&s.db.store, ask(made_up_id, via)).await.unwrap_err();
+    assert_eq!(
+        hidden.to_string().replace(&s.private_revision.to_string(), "ID"),
+        made_up.to_string().replace(&made_up_id.to_string(), "ID"),
+        "a hidden revision and a made-up one get the same answer"
+    );
+    let requests: i64 = sqlx::query_scalar("SELECT count(*) FROM sharing_requests").fetch_one(&s.db.pool).await.unwrap();
+    assert_eq!(requests, 0, "nothing was written");
+    let _ = &mut s;
 }

@@ -321,9 +321,9 @@ impl SizeReport {
     }
 }
 
-/// The server settings that move the figures as much as the code does, recorded with them: a
-/// report whose buffer cache, huge pages or durability differ from another's is not comparable
-/// with it (the 1M search figures of two sections of BENCHMARKS.md were 30% high because the
+/// The server settings that move the figures as much as the code does, recorded with them: a report
+/// whose buffer cache, huge pages or durability differ from another's is not comparable with it
+/// (the 1M search figures of two sections of docs/benchmarks-history.md were 30% high because the
 /// development cluster had PostgreSQL's default 128 MB of `shared_buffers`, which no report said).
 #[derive(Clone, Debug, Serialize)]
 pub struct ServerSettings {

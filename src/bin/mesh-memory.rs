@@ -956,7 +956,12 @@ async fn chat(store: &Store, agent: &str, conversation: &str, speaker: &str) -> 
         if let Some(request) = text.strip_prefix("/confirm ") {
             let request: mesh_memory::privacy::sharing::SharingRequestId = request.parse()?;
             match mesh_memory::privacy::sharing::confirm_by_source_actor(store.pool(), request, inbound).await {
-                Ok(grant) => println!("[grant {grant} created]"),
+                Ok(mesh_memory::privacy::sharing::Confirmation::Granted { grant }) => {
+                    println!("[grant {grant} created]")
+                }
+                Ok(mesh_memory::privacy::sharing::Confirmation::Recorded { missing }) => {
+                    println!("[confirmation recorded; still waiting for {} other voice(s)]", missing.len())
+                }
                 Err(e) => println!("[not confirmed: {e}]"),
             }
             continue;

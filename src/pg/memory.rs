@@ -4,11 +4,11 @@
 //! with anything; at a million revisions the retrieval indexes alone are larger, and every search
 //! then reads its index pages through the kernel's page cache instead of the server's own cache
 //! (hybrid recall p95 35–36 ms at 128 MB against 27–28 ms at 4 GB on the benchmark machine,
-//! BENCHMARKS.md). The embedded cluster therefore takes a quarter of the memory it may use (the
-//! starting point PostgreSQL's documentation gives for a dedicated server), never less than the
-//! default and never more than 4 GB, since it shares a desktop with the console. The server maps
-//! this memory at start but the kernel only backs the pages it touches, so a small store costs
-//! little. `MESH_PG_SHARED_BUFFERS` overrides the choice.
+//! docs/benchmarks-history.md). The embedded cluster therefore takes a quarter of the memory it may
+//! use (the starting point PostgreSQL's documentation gives for a dedicated server), never less
+//! than the default and never more than 4 GB, since it shares a desktop with the console. The
+//! server maps this memory at start but the kernel only backs the pages it touches, so a small
+//! store costs little. `MESH_PG_SHARED_BUFFERS` overrides the choice.
 
 use super::PgError;
 

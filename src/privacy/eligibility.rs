@@ -178,6 +178,17 @@ pub enum PrivacyError {
 /// no caller can hand the predicate an audience of its choosing; the fields are read through
 /// accessors. An implausible destination ([`ClosedAudience`]) resolves to an empty audience, for
 /// which SQL admits nothing.
+///
+/// A context cannot be made up with an audience of the caller's choosing:
+///
+/// ```compile_fail
+/// use mesh_memory::privacy::EligibilityContext;
+/// use mesh_memory::{ActorId, AgentId, ConversationId};
+///
+/// fn forged(agent: AgentId, conversation: ConversationId, reader: ActorId) -> EligibilityContext {
+///     EligibilityContext { agent, conversation, audience: vec![reader] }
+/// }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct EligibilityContext {
     pub(crate) agent: AgentId,

@@ -4,8 +4,13 @@
 //! The model can only create a *pending* request (tool `request_memory_sharing`, in an
 //! authenticated direct conversation). A grant comes into existence only through the SQL functions
 //! of migration `20261202002100_sharing_roles_and_grants.sql`:
-//! - [`confirm_by_source_actor`]: a connector-authenticated inbound message from the revision's
-//!   source actor, in a direct conversation, after the request;
+//! - [`confirm_by_source_actor`]: connector-authenticated inbound messages, in direct
+//!   conversations, after the request, from every voice of the revision whose evidence does not
+//!   already cover the target audience (the senders of its lineage's messages, followed through
+//!   parent and retrieved revisions; the source actor alone when no voice is uncovered). Each
+//!   confirmation is recorded; the last one missing creates the grant. An amender is the source
+//!   actor of the amendment but not the voice of the words it kept, so they cannot release those
+//!   alone;
 //! - [`approve_as_operator`]: an operator's own login role (member of `mesh_operator`) calls a
 //!   SECURITY DEFINER function that records `session_user`.
 //!
@@ -17,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::eligibility::{revision_verdicts, EligibilityContext, PrivacyError};
 use crate::ids::{ActorId, AgentId, ConversationId, MessageId, RevisionId};
 use crate::store::{Store, StoreError};
 
@@ -92,8 +98,8 @@ pub enum SharingError {
     /// The confirming message is not an authenticated inbound direct message after the request.
     #[error("the confirmation is not a connector-authenticated direct message received after the request")]
     ConfirmationNotAuthenticated,
-    /// The confirming actor is not the revision's source actor.
-    #[error("only the person who supplied this memory can confirm its release")]
+    /// The confirming actor is not a voice of the revision whose confirmation is still missing.
+    #[error("only a person whose words this memory holds, and who has not confirmed yet, can confirm its release")]
     NotSourceActor,
     /// A decision needs a reason.
     #[error("a reason of 1 to 2000 characters is required")]
@@ -170,6 +176,22 @@ pub async fn create_request(store: &Store, new: NewSharingRequest) -> Result<Sha
     .fetch_optional(store.pool())
     .await?;
     let Some((requester, requested_in)) = origin else { return Err(SharingError::NotAuthenticatedDirect) };
+    // A revision the requester may not see here is answered exactly like one that does not exist.
+    let here = EligibilityContext::resolve_for_speaker(store, new.agent, requested_in, Some(requester))
+        .await
+        .map_err(|e| match e {
+            PrivacyError::Store(e) => SharingError::Store(e),
+            PrivacyError::Database(e) => SharingError::Database(e),
+            _ => SharingError::RevisionNotCurrent(new.revision),
+        })?;
+    let visible = revision_verdicts(store.pool(), &here, &[new.revision]).await.map_err(|e| match e {
+        PrivacyError::Database(e) => SharingError::Database(e),
+        PrivacyError::Store(e) => SharingError::Store(e),
+        _ => SharingError::RevisionNotCurrent(new.revision),
+    })?;
+    if !visible.first().is_some_and(|v| v.rule.is_eligible()) {
+        return Err(SharingError::RevisionNotCurrent(new.revision));
+    }
     let audience = store.current_audience(new.agent, new.target_conversation).await?;
     let id = SharingRequestId(Uuid::now_v7());
     let mut tx = store.pool().begin().await?;
@@ -221,8 +243,11 @@ pub struct PendingSharingRequest {
     pub revision_id: RevisionId,
     /// Its body.
     pub body: String,
-    /// Its source actor (the one person who may confirm).
+    /// Its source actor.
     pub source_actor_id: Option<ActorId>,
+    /// The voices whose confirmation is still missing (every voice whose evidence does not cover
+    /// the proposed audience must confirm, or an operator approves).
+    pub missing_confirmations: Vec<ActorId>,
     /// Whether the revision is still current (otherwise it cannot be approved).
     pub revision_is_current: bool,
     /// Where it was requested.
@@ -245,6 +270,7 @@ pub struct PendingSharingRequest {
 pub async fn list_pending(pool: &PgPool, agent: Option<AgentId>) -> Result<Vec<PendingSharingRequest>, SharingError> {
     Ok(sqlx::query_as(
         "SELECT q.id, q.runtime_agent_id, q.revision_id, r.body, r.source_actor_id,
+                memory_sharing_missing_voices(q.id) AS missing_confirmations,
                 EXISTS (SELECT 1 FROM memory_entries e WHERE e.current_revision_id = r.id AND e.state = 'live')
                     AS revision_is_current,
                 q.requested_in_conversation_id, q.requested_by_actor_id, q.target_conversation_id,
@@ -261,21 +287,49 @@ pub async fn list_pending(pool: &PgPool, agent: Option<AgentId>) -> Result<Vec<P
     .await?)
 }
 
-/// A connector-authenticated confirmation by the revision's source actor: `message` must be an
-/// inbound, identity-authenticated message from that actor in a direct conversation, recorded
-/// after the request. Runs as the runtime role (the SQL function is SECURITY DEFINER).
+/// What a voice's confirmation did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Confirmation {
+    /// Every voice has confirmed: the grant exists now.
+    Granted {
+        /// The grant created.
+        grant: SharingGrantId,
+    },
+    /// Recorded; the request stays pending until these voices confirm too (or an operator
+    /// approves).
+    Recorded {
+        /// Voices still missing.
+        missing: Vec<ActorId>,
+    },
+}
+
+/// A connector-authenticated confirmation by a voice of the revision: `message` must be an
+/// inbound, identity-authenticated message from one of the voices still missing
+/// ([`PendingSharingRequest::missing_confirmations`]), in a direct conversation, recorded after
+/// the request. Runs as the runtime role (the SQL function is SECURITY DEFINER).
 pub async fn confirm_by_source_actor(
     pool: &PgPool,
     request: SharingRequestId,
     message: MessageId,
-) -> Result<SharingGrantId, SharingError> {
-    sqlx::query_scalar("SELECT mesh_confirm_sharing_by_source_actor($1, $2)")
+) -> Result<Confirmation, SharingError> {
+    let grant: Option<Uuid> = sqlx::query_scalar("SELECT mesh_confirm_sharing_by_source_actor($1, $2)")
         .bind(request)
         .bind(message)
         .fetch_one(pool)
         .await
-        .map(SharingGrantId)
-        .map_err(|e| map_request_error(e, request))
+        .map_err(|e| map_request_error(e, request))?;
+    Ok(match grant {
+        Some(grant) => Confirmation::Granted { grant: SharingGrantId(grant) },
+        None => Confirmation::Recorded { missing: missing_confirmations(pool, request).await? },
+    })
+}
+
+/// The voices a request still waits for (empty once decided or when nobody's is needed).
+pub async fn missing_confirmations(pool: &PgPool, request: SharingRequestId) -> Result<Vec<ActorId>, SharingError> {
+    let missing: Vec<Uuid> =
+        sqlx::query_scalar("SELECT memory_sharing_missing_voices($1)").bind(request).fetch_one(pool).await?;
+    Ok(missing.into_iter().map(ActorId).collect())
 }
 
 /// An operator's approval. `operator_pool` must be connected as the operator's own login role

@@ -20,17 +20,18 @@ pub const QUERY_DIGEST_INFO: &[u8] = b"mesh-memory/retrieval-query-digest/v1";
 pub const MIN_MASTER_KEY_BYTES: usize = 16;
 
 /// Default weight of semantic ranks in the fusion, relative to lexical ranks (1.0). Set on the
-/// LoCoMo dev split (BENCHMARKS.md): MiniLM's ranking of questions against chat turns is weaker
-/// than BM25's (recall@10 0.47 alone against 0.65), and hybrid recall@10 was 0.652 at 0.2, 0.650
-/// at 0.3, 0.640 at 0.4, 0.608 at 0.5 and 0.554 at 1.0: semantic hits fill in where lexical has
-/// none without reordering strong lexical matches.
+/// LoCoMo dev split (docs/retrieval-quality-2026-12-05.md): MiniLM's ranking of questions against
+/// chat turns was weaker than BM25's when this was set (recall@10 0.47 alone against 0.65), and
+/// hybrid recall@10 was 0.652 at 0.2, 0.650 at 0.3, 0.640 at 0.4, 0.608 at 0.5 and 0.554 at 1.0:
+/// semantic hits fill in where lexical has none without reordering strong lexical matches.
 pub const DEFAULT_SEMANTIC_WEIGHT: f64 = 0.3;
 
 /// Default [`RetrievalConfig::subject_weight`]: a memory about the person a query is about scores
-/// 5% above its relevance alone. Tuned on the LoCoMo dev split (BENCHMARKS.md, hybrid recall@10):
-/// 0.669 at 0.05, 0.668 at 0.1, 0.646 at 0.2, 0.632 at 0.3. Small, because the full-text side no
-/// longer searches the names of the destination's members a query names (the name as a term
-/// favoured memories that merely address the person), so the boost only breaks near-ties.
+/// 5% above its relevance alone. Tuned on the LoCoMo dev split
+/// (docs/retrieval-quality-2026-12-05.md, hybrid recall@10): 0.669 at 0.05, 0.668 at 0.1, 0.646 at
+/// 0.2, 0.632 at 0.3. Small, because the full-text side no longer searches the names of the
+/// destination's members a query names (the name as a term favoured memories that merely address
+/// the person), so the boost only breaks near-ties.
 pub const DEFAULT_SUBJECT_WEIGHT: f64 = 0.05;
 
 /// Default number of memories per search.
@@ -97,7 +98,7 @@ pub struct RetrievalConfig {
     /// Okapi BM25 document-length normalisation, 0 (none) to 1 (full). Default 0.5: memories are
     /// one fact each, a sentence or two, and their length says little about how much of them a
     /// query matches (LoCoMo dev split, hybrid recall@10 0.643 at 0.75, 0.650 at 0.5, 0.633 at
-    /// 0.9; BENCHMARKS.md).
+    /// 0.9; docs/retrieval-quality-2026-12-05.md).
     pub bm25_b: f64,
 }
 

@@ -107,7 +107,7 @@ impl CreateQueue {
             // before this writer started) queue their next creates first: without this a writer
             // took the one create that started it and its siblings waited for the next batch.
             // Eight closed-loop writers: 2.5 -> 3.5 creates per batch, remembers +20-37%
-            // (BENCHMARKS.md, "one round trip per batch"). Costs nothing when idle.
+            // (docs/benchmarks-history.md, "one round trip per batch"). Costs nothing when idle.
             tokio::task::yield_now().await;
             let batch: Vec<Waiting> = {
                 let mut state = self.state();

@@ -15,7 +15,7 @@ use super::record::{persist, NewTurnRecord};
 use super::{TurnError, TurnId};
 use crate::ids::{ActorId, ConversationId, EntryId, MessageId, RetrievalEventId, RevisionId};
 use crate::privacy::sharing::{self, NewSharingRequest};
-use crate::privacy::{recheck_delivery, revision_verdicts, DeliveryRecheck, EligibilityContext, Rule};
+use crate::privacy::{recheck_delivery, revision_verdicts, DeliveryRecheck, EligibilityContext};
 use crate::retrieval::{RetrievalMode, Retriever, SearchOutcome, SearchRequest, MAX_QUERY_CHARS};
 use crate::store::{
     Amendment, Direction, NewMemory, NewMessage, NothingChanged, NothingChangedReason, Restriction, SourceRef, Store,
@@ -568,33 +568,34 @@ impl TurnEngine {
     }
 
     async fn eligible_here(&self, ctx: &TurnContext, revision: RevisionId) -> Result<bool, TurnError> {
-        let context = EligibilityContext::resolve(&self.store, ctx.agent, ctx.conversation).await?;
+        let context =
+            EligibilityContext::resolve_for_speaker(&self.store, ctx.agent, ctx.conversation, Some(ctx.sender)).await?;
         let verdicts = revision_verdicts(self.store.pool(), &context, &[revision]).await?;
         Ok(verdicts.first().is_some_and(|v| v.rule.is_eligible()))
     }
 
-    /// Whether amend/forget may touch `entry` from here. An entry whose current revision is not
-    /// eligible in this conversation is answered exactly like an unknown entry, so the tool
-    /// result reveals nothing about memories this audience may not see.
-    async fn entry_visible_here(&self, ctx: &TurnContext, entry: EntryId) -> Result<EntryVisibility, TurnError> {
+    /// Whether amend/forget may touch `entry` from here: only when its current revision is
+    /// eligible in this conversation for this speaker. Anything else (an entry of another
+    /// audience, a forgotten one, one that never existed) is answered alike, as an unknown
+    /// entry, so no tool result reveals that a memory this audience may not see exists.
+    async fn entry_visible_here(&self, ctx: &TurnContext, entry: EntryId) -> Result<bool, TurnError> {
         let current: Option<(RevisionId,)> =
             sqlx::query_as("SELECT current_revision_id FROM memory_entries WHERE id = $1 AND runtime_agent_id = $2")
                 .bind(entry)
                 .bind(ctx.agent)
                 .fetch_optional(self.store.pool())
                 .await?;
-        let Some((revision,)) = current else { return Ok(EntryVisibility::Unknown) };
-        let context = EligibilityContext::resolve(&self.store, ctx.agent, ctx.conversation).await?;
-        let verdict = revision_verdicts(self.store.pool(), &context, &[revision]).await?;
-        Ok(match verdict.first().map(|v| v.rule) {
-            Some(Rule::Eligible) => EntryVisibility::Visible,
-            Some(Rule::Forgotten) => EntryVisibility::Forgotten,
-            _ => EntryVisibility::Hidden,
-        })
+        match current {
+            Some((revision,)) => self.eligible_here(ctx, revision).await,
+            None => Ok(false),
+        }
     }
 
     /// Lineage of a write in this turn: the inbound message, every loaded history message and
-    /// every revision retrieved so far (including ones the turn later amended or forgot).
+    /// every revision retrieved so far, including ones the turn later amended or forgot. A
+    /// forgotten revision stays a source on purpose: a source can only narrow a revision's
+    /// audience (it is the intersection of its sources' audiences), so citing it never widens
+    /// anything, and dropping it could (ARCHITECTURE.md, "Invariants").
     fn lineage(ctx: &TurnContext, history: &[HistoryMessage], state: &TurnState) -> Vec<SourceRef> {
         std::iter::once(SourceRef::Message(ctx.inbound))
             .chain(history.iter().map(|m| SourceRef::HistoryMessage(m.id)))
@@ -640,11 +641,8 @@ impl TurnEngine {
                 ("ok", result)
             }
             Resolved::Amend { entry, expected, body, subject } => match self.entry_visible_here(ctx, entry).await? {
-                EntryVisibility::Hidden | EntryVisibility::Unknown => {
-                    nothing_changed_json(entry, NothingChangedReason::UnknownEntry)
-                }
-                EntryVisibility::Forgotten => nothing_changed_json(entry, NothingChangedReason::AlreadyForgotten),
-                EntryVisibility::Visible => {
+                false => nothing_changed_json(entry, NothingChangedReason::UnknownEntry),
+                true => {
                     let amendment = Amendment {
                         agent: ctx.agent,
                         entry,
@@ -661,8 +659,8 @@ impl TurnEngine {
                 }
             },
             Resolved::Forget { entry } => match self.entry_visible_here(ctx, entry).await? {
-                EntryVisibility::Hidden => nothing_changed_json(entry, NothingChangedReason::UnknownEntry),
-                _ => match self.store.forget_entry(ctx.agent, entry).await {
+                false => nothing_changed_json(entry, NothingChangedReason::UnknownEntry),
+                true => match self.store.forget_entry(ctx.agent, entry).await {
                     Ok(outcome) => write_outcome(outcome, state),
                     Err(e) => store_failure(e)?,
                 },
@@ -698,13 +696,6 @@ impl TurnEngine {
             }
         })
     }
-}
-
-enum EntryVisibility {
-    Visible,
-    Forgotten,
-    Hidden,
-    Unknown,
 }
 
 fn log(round: u32, name: &str, status: &str, error: Option<String>) -> ToolCallLog {
