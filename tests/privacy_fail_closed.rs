@@ -42,7 +42,8 @@ async fn scene() -> Scene {
 
 async fn search(db: &TestDb, s: &Scene, conversation: ConversationId, speaker: Option<ActorId>) -> SearchOutcome {
     let retriever = Retriever::new(db.store.clone(), RetrievalConfig::default());
-    let request = SearchRequest::new(s.world.agent, conversation, speaker, "interviewing Initech", RetrievalMode::Recall);
+    let request =
+        SearchRequest::new(s.world.agent, conversation, speaker, "interviewing Initech", RetrievalMode::Recall);
     retriever.search(&request).await.unwrap()
 }
 
@@ -105,17 +106,14 @@ async fn a_conversation_without_members_admits_no_memory_not_every_memory() {
     .unwrap();
     assert!(!eligible);
     assert_eq!(rule, "audience_unknown");
-    let admitted: i64 = sqlx::query_scalar(concat!(
-        "SELECT count(*) FROM ",
-        mesh_memory::eligible_searchable_rows!(),
-        " AS p"
-    ))
-    .bind(s.world.agent)
-    .bind(empty)
-    .bind(Vec::<uuid::Uuid>::new())
-    .fetch_one(&s.db.pool)
-    .await
-    .unwrap();
+    let admitted: i64 =
+        sqlx::query_scalar(concat!("SELECT count(*) FROM ", mesh_memory::eligible_searchable_rows!(), " AS p"))
+            .bind(s.world.agent)
+            .bind(empty)
+            .bind(Vec::<uuid::Uuid>::new())
+            .fetch_one(&s.db.pool)
+            .await
+            .unwrap();
     assert_eq!(admitted, 0, "the projection's eligible rows admit nothing for an empty audience");
 }
 
@@ -177,9 +175,7 @@ async fn forget_and_amend_of_an_entry_this_audience_cannot_see_answer_like_a_mad
     let (ana, ben) = (Person { ..s.ana }, Person { ..s.ben });
     let group = s.group;
     let forget = |id: EntryId| json!({"entry_id": id.to_string()});
-    let amend = |id: EntryId| {
-        json!({"entry_id": id.to_string(), "expected_revision_id": uuid::Uuid::now_v7().to_string(), "body": "x"})
-    };
+    let amend = |id: EntryId| json!({"entry_id": id.to_string(), "expected_revision_id": uuid::Uuid::now_v7().to_string(), "body": "x"});
     let private = s.private;
     // Live but private to Ana: Ben, in the group, learns nothing from either tool.
     let unknown_forget = tool_result(&mut s, &ben, group, "forget", forget(made_up)).await;
@@ -242,6 +238,7 @@ async fn an_unknown_current_actor_is_a_typed_error_and_writes_no_audit_row() {
         )) if id == stranger.0),
         "{error:?}"
     );
-    let events: i64 = sqlx::query_scalar("SELECT count(*) FROM memory_retrieval_events").fetch_one(&s.db.pool).await.unwrap();
+    let events: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM memory_retrieval_events").fetch_one(&s.db.pool).await.unwrap();
     assert_eq!(events, 0);
 }

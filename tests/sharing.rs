@@ -414,25 +414,23 @@ async fn a_grant_revoked_between_retrieval_and_delivery_withholds_the_reply() {
 /// amendment to a channel where Dana reads too.
 async fn amended_by_another_voice(s: &mut Scene) -> (SharingRequestId, RevisionId) {
     let group = s.world.conversation("G-VP", Topology::Group, &[&s.victor, &s.priya]).await;
-    let (entry, first) =
-        s.world.remember(group, &s.priya, None, "Is moving to the Berlin office in March.").await;
+    let (entry, first) = s.world.remember(group, &s.priya, None, "Is moving to the Berlin office in March.").await;
     let dana = s.world.person("Dana", "U789").await;
     let all = s.world.conversation("C-ALL", Topology::Channel, &[&s.victor, &s.priya, &dana]).await;
     let amend_message = s.world.say(s.dm_victor, &s.victor, "That Berlin note is about Priya, keep it so.").await;
-    let amended = s
-        .db
-        .store
-        .amend_entry(Amendment {
-            agent: s.world.agent,
-            entry,
-            expected_revision: first,
-            body: None,
-            subject: SubjectUpdate::Set(s.priya.actor),
-            source_actor: Some(s.victor.actor),
-            sources: vec![mesh_memory::store::SourceRef::Message(amend_message)],
-        })
-        .await
-        .unwrap();
+    let amended =
+        s.db.store
+            .amend_entry(Amendment {
+                agent: s.world.agent,
+                entry,
+                expected_revision: first,
+                body: None,
+                subject: SubjectUpdate::Set(s.priya.actor),
+                source_actor: Some(s.victor.actor),
+                sources: vec![mesh_memory::store::SourceRef::Message(amend_message)],
+            })
+            .await
+            .unwrap();
     let mesh_memory::store::WriteOutcome::Committed(amended) = amended else { panic!("{amended:?}") };
     let via = authenticated_dm(s, s.dm_victor, &s.victor, "Please share the Berlin note with everyone.").await;
     let request = sharing::create_request(
@@ -471,10 +469,7 @@ async fn an_amender_cannot_release_another_persons_words_alone_every_voice_confi
         .unwrap();
     assert_eq!(grants, 0, "the amender alone released nothing");
     let again = authenticated_dm(&s, s.dm_victor, &s.victor, "Yes, really.").await;
-    assert!(matches!(
-        confirm_by_source_actor(&s.db.pool, request, again).await,
-        Err(SharingError::NotSourceActor)
-    ));
+    assert!(matches!(confirm_by_source_actor(&s.db.pool, request, again).await, Err(SharingError::NotSourceActor)));
 
     let from_priya = authenticated_dm(&s, s.dm_priya, &s.priya, "Fine, share it.").await;
     let granted = granted(confirm_by_source_actor(&s.db.pool, request, from_priya).await.unwrap());
@@ -506,7 +501,8 @@ async fn a_sharing_request_for_a_revision_the_requester_cannot_see_fails_like_a_
         made_up.to_string().replace(&made_up_id.to_string(), "ID"),
         "a hidden revision and a made-up one get the same answer"
     );
-    let requests: i64 = sqlx::query_scalar("SELECT count(*) FROM sharing_requests").fetch_one(&s.db.pool).await.unwrap();
+    let requests: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM sharing_requests").fetch_one(&s.db.pool).await.unwrap();
     assert_eq!(requests, 0, "nothing was written");
     let _ = &mut s;
 }

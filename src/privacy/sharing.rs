@@ -177,13 +177,13 @@ pub async fn create_request(store: &Store, new: NewSharingRequest) -> Result<Sha
     .await?;
     let Some((requester, requested_in)) = origin else { return Err(SharingError::NotAuthenticatedDirect) };
     // A revision the requester may not see here is answered exactly like one that does not exist.
-    let here = EligibilityContext::resolve_for_speaker(store, new.agent, requested_in, Some(requester))
-        .await
-        .map_err(|e| match e {
+    let here = EligibilityContext::resolve_for_speaker(store, new.agent, requested_in, Some(requester)).await.map_err(
+        |e| match e {
             PrivacyError::Store(e) => SharingError::Store(e),
             PrivacyError::Database(e) => SharingError::Database(e),
             _ => SharingError::RevisionNotCurrent(new.revision),
-        })?;
+        },
+    )?;
     let visible = revision_verdicts(store.pool(), &here, &[new.revision]).await.map_err(|e| match e {
         PrivacyError::Database(e) => SharingError::Database(e),
         PrivacyError::Store(e) => SharingError::Store(e),
