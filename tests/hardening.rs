@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::{test_db, Person, TestDb, World};
 use mesh_memory::pg::EmbeddedCluster;
-use mesh_memory::retrieval::semantic::{SemanticFailure, SemanticFuture, SemanticIndex, SemanticRequest};
 use mesh_memory::retrieval::{RetrievalConfig, RetrievalMode, Retriever, SearchRequest};
+use mesh_memory::retrieval::{SemanticFailure, SemanticFuture, SemanticIndex, SemanticRequest};
 use mesh_memory::store::{Store, StoreError, Topology};
 use mesh_memory::tools::{validate_call, ToolCall};
 use mesh_memory::turn::guard::unbacked_claims;

@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::ids::{ActorId, AgentId, ConversationId, RevisionId};
 use crate::privacy::{revision_verdicts, EligibilityContext};
-use crate::retrieval::semantic::SemanticIndex;
+use crate::retrieval::SemanticIndex;
 use crate::retrieval::{RetrievalConfig, RetrievalMode, Retriever, SearchRequest};
 use crate::store::{
     ActorKind, Direction, NewConversation, NewMemory, NewMessage, Restriction, SourceRef, Store, Topology,

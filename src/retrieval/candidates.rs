@@ -13,10 +13,10 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::sign_bits::SignBits;
 use super::EligibleRevision;
 use crate::ids::{ActorId, ConversationId, EntryId, RevisionId};
 use crate::privacy::EligibilityContext;
-use crate::semantic::SignBits;
 use crate::{covering_grants, eligible_class_rows, eligible_searchable_rows};
 
 /// The columns every candidate query returns, from the eligible projection rows aliased `p`

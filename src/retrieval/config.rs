@@ -118,7 +118,7 @@ impl Default for RetrievalConfig {
             attribution_overhead_tokens: 16,
             digest_key: None,
             lexical_enabled: true,
-            eligible_set_limit: crate::semantic::MAX_ELIGIBLE_REVISIONS,
+            eligible_set_limit: super::MAX_ELIGIBLE_REVISIONS,
             bm25_k1: 1.2,
             bm25_b: 0.5,
         }

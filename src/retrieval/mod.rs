@@ -20,7 +20,8 @@ pub mod config;
 mod fusion;
 pub mod packing;
 pub mod render;
-pub mod semantic;
+pub mod semantic_source;
+pub mod sign_bits;
 mod subjects;
 
 use std::collections::{BTreeMap, HashMap};
@@ -38,10 +39,11 @@ pub use config::{
 };
 pub use fusion::{Components, RankContribution, SubjectMatch};
 pub use packing::{SkipReason, SkippedEntry};
-pub use semantic::{
+pub use semantic_source::{
     EligibleRevision, EligibleRows, SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest,
-    UnavailableSemanticIndex,
+    UnavailableSemanticIndex, MAX_ELIGIBLE_REVISIONS,
 };
+pub use sign_bits::SignBits;
 
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RetrievalEventId, RevisionId};
 use crate::privacy::{EligibilityContext, PrivacyError};
@@ -545,7 +547,7 @@ impl Retriever {
         eligible: Option<&candidates::EligibleSet>,
     ) -> Result<Result<Vec<CandidateRow>, DegradationCategory>, RetrievalError> {
         let limit = self.config.per_source_limit as usize;
-        let request = semantic::SemanticRequest {
+        let request = semantic_source::SemanticRequest {
             pool: self.store.pool(),
             eligibility: ctx,
             query,

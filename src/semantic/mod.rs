@@ -26,11 +26,11 @@ pub mod outbox;
 #[cfg(feature = "qdrant")]
 pub mod qdrant;
 pub mod rebuild;
-pub mod sign_bits;
 pub mod vector_index;
 
 use std::sync::Arc;
 
+pub use crate::retrieval::SignBits;
 pub use document::{document_text, DOCUMENT_FORM};
 pub use embedder::{EmbedError, EmbedFuture, Embedder, EmbedderInfo};
 pub use embeddings::embedding_count;
@@ -41,7 +41,6 @@ pub use generations::{
 pub use openai::{OpenAiConfig, OpenAiEmbedder};
 pub use outbox::{outbox_status, BatchReport, IndexWorker, OutboxStatus, WorkerConfig};
 pub use rebuild::rebuild;
-pub use sign_bits::SignBits;
 pub use vector_index::{
     availability, cap_distinct_hits, revalidate, IndexAvailability, MirrorError, MirrorFuture, PgVectorIndex,
     VectorMirror, DEFAULT_MIN_SIMILARITY, MAX_ELIGIBLE_REVISIONS,

@@ -22,18 +22,16 @@ use super::embedder::{EmbedError, Embedder};
 use super::embeddings::vector_literal;
 use super::generations::{pgvector_available, serving_generation, Generation, GenerationState};
 use super::SemanticError;
-use super::SignBits;
 use crate::ids::{AgentId, EntryId, RevisionId};
 use crate::privacy::EligibilityContext;
 use crate::retrieval::{
     EligibleRevision, EligibleRows, SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest,
+    SignBits,
 };
 use crate::{eligible_revision_sql, eligible_searchable_rows};
 use uuid::Uuid;
 
-/// The spec's cap: above this many eligible revisions semantic search is skipped
-/// (`semantic_oversized`) rather than scanning an unbounded set within the deadline.
-pub const MAX_ELIGIBLE_REVISIONS: usize = 10_000;
+pub use crate::retrieval::MAX_ELIGIBLE_REVISIONS;
 
 /// Hits less similar than this (cosine) are not candidates. Without a floor every eligible memory
 /// would get *some* semantic rank and count as relevant, so a coding question would select an

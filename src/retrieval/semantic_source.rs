@@ -1,3 +1,8 @@
+//! The semantic candidate source, as retrieval sees it: the [`SemanticIndex`] trait and every type
+//! it hands an index or takes back. Retrieval owns this interface; the implementations live in
+//! [`crate::semantic`] (pgvector, Qdrant, embedders), which depends on this module and never the
+//! other way round (`tests/architecture.rs` checks the import graph).
+//!
 //! The semantic candidate source, as a trait. Until a vector index is configured the default
 //! implementation reports `semantic_unavailable` and retrieval runs on its lexical, subject,
 //! conversation and always-on sources.
@@ -17,9 +22,9 @@ use std::pin::Pin;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
+use super::sign_bits::SignBits;
 use crate::ids::RevisionId;
 use crate::privacy::EligibilityContext;
-use crate::semantic::SignBits;
 
 /// One similarity hit: a revision and how similar it is (higher is closer). Ordered best first.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -29,6 +34,11 @@ pub struct SemanticHit {
     /// Similarity, higher is closer (only its order is used by fusion).
     pub similarity: f32,
 }
+
+/// The spec's cap on semantic search: above this many eligible revisions it is skipped
+/// (`semantic_oversized`) rather than scanning an unbounded set within the deadline. Retrieval
+/// owns it (it decides when to ask an index at all); indexes honour it.
+pub const MAX_ELIGIBLE_REVISIONS: usize = 10_000;
 
 /// What a semantic search receives.
 #[derive(Clone, Copy, Debug)]

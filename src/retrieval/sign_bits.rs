@@ -5,7 +5,7 @@
 //! audience-class index, so the statement that reads a destination's eligible set returns them
 //! with no extra page reads. Ranking those rows here, instead of a second statement that reads the
 //! same eligible set again to rank it in SQL, takes one index scan off every hybrid search; only
-//! the shortlist goes back to PostgreSQL for exact cosine (`vector_index`).
+//! the shortlist goes back to PostgreSQL for exact cosine (`crate::semantic::vector_index`).
 
 use sqlx::error::BoxDynError;
 use sqlx::postgres::types::Oid;
