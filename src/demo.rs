@@ -21,7 +21,8 @@ use serde_json::{json, Value};
 
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, IdentityId, MessageId, RetrievalEventId};
 use crate::privacy::sharing::SharingRequestId;
-use crate::retrieval::{RetrievalConfig, Retriever};
+use crate::retrieval::RetrievalConfig;
+use crate::service::RetrieverSetup;
 use crate::store::{
     ActorKind, Amendment, Direction, NewConversation, NewMemory, NewMessage, Restriction, SourceRef, Store, StoreError,
     SubjectUpdate, WriteOutcome,
@@ -373,8 +374,12 @@ async fn demo_turn(
     text: &str,
     model: ScriptedModel,
 ) -> Result<TurnReport, TurnError> {
-    let engine =
-        TurnEngine::new(store.clone(), Retriever::new(store.clone(), RetrievalConfig::default()), Arc::new(model));
+    // The default configuration is valid and reads no environment: this cannot fail.
+    let retriever =
+        crate::service::configured_retriever(store, RetrieverSetup::explicit(RetrievalConfig::default(), None))
+            .expect("the default retrieval configuration is valid")
+            .retriever;
+    let engine = TurnEngine::new(store.clone(), retriever, Arc::new(model));
     let inbound = receive(store, agent, conversation, "slack", handle, text).await?;
     engine.run_turn(inbound).await
 }

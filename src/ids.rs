@@ -15,6 +15,7 @@ macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident, $label:literal) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, sqlx::Type)]
+        #[cfg_attr(feature = "specta", derive(specta::Type))]
         #[serde(transparent)]
         #[sqlx(transparent)]
         pub struct $name(pub Uuid);

@@ -13,9 +13,11 @@ pub mod pg;
 pub mod privacy;
 pub mod retrieval;
 pub mod semantic;
+pub mod service;
 pub mod store;
 pub mod tools;
 pub mod turn;
+pub mod views;
 
 pub use ids::*;
 

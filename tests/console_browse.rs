@@ -98,7 +98,7 @@ async fn evidence_review_lists_current_revisions_with_unknown_evidence_only() {
     let item = &page.items[0];
     assert_eq!((item.entry_id, item.revision_id), (withheld, withheld_rev));
     assert_eq!(item.unknown_sources, 1);
-    assert_eq!(item.unknown_source_kinds, vec!["message".to_owned()]);
+    assert_eq!(item.unknown_source_kinds, vec![mesh_memory::store::SourceKind::Message]);
     assert_eq!(item.evidence_bases, vec!["conversation topology is not proven".to_owned()]);
     let flagged = db.store.browse_entries(&BrowseFilter::default(), None, 50).await.unwrap();
     assert!(flagged.entries.iter().any(|e| e.entry_id == withheld && e.evidence_unknown));
@@ -159,4 +159,41 @@ fn scram_verifier_has_postgres_format() {
     assert_eq!(head, "4096:MDEyMzQ1Njc4OWFiY2RlZg==");
     let (stored, server) = keys.split_once(':').unwrap();
     assert_eq!((stored.len(), server.len()), (44, 44), "two base64 SHA-256 values");
+}
+
+#[tokio::test]
+async fn operator_views_label_every_actor_the_shells_show() {
+    use mesh_memory::retrieval::{RetrievalConfig, RetrievalMode, Retriever, SearchRequest};
+    use mesh_memory::views;
+
+    let db = test_db().await;
+    let mut world = World::new(&db.store, "views-agent").await;
+    let ana = world.person("Ana", "U1").await;
+    let bo = world.person("Bo", "U2").await;
+    let dm = world.conversation("D1", Topology::Direct, &[&ana]).await;
+    let chan = world.conversation("C1", Topology::Channel, &[&ana, &bo]).await;
+    let (entry, _) = world.remember(dm, &ana, Some(ana.actor), "Prefers tabs over spaces").await;
+
+    let detail = views::entry_detail(&db.store, entry).await.unwrap().expect("entry exists");
+    assert_eq!(detail.history.entry_id, entry);
+    assert_eq!(detail.messages.len(), 1, "the lineage message is read for the graph");
+    assert_eq!(detail.history.revisions[0].subject_label.as_deref(), Some("Ana (id U1)"));
+    assert!(views::entry_detail(&db.store, mesh_memory::EntryId::generate()).await.unwrap().is_none());
+
+    let explained = views::explanation(&db.store, None, entry, chan).await.unwrap();
+    assert!(!explained.eligible, "a direct message does not reach the channel");
+    assert_eq!(explained.rule, "audience_not_covered");
+    let mut audience = explained.audience.clone();
+    audience.sort();
+    assert_eq!(audience, ["Ana (id U1)", "Bo (id U2)"]);
+    assert_eq!(explained.failing_source.expect("a source rule decided").missing_actors, ["Bo (id U2)"]);
+
+    let request = SearchRequest::new(world.agent, dm, Some(ana.actor), "tabs", RetrievalMode::Recall);
+    let outcome = Retriever::new(db.store.clone(), RetrievalConfig::default()).search(&request).await.unwrap();
+    let page = views::retrieval_events(&db.store, Some(world.agent), None, 10).await.unwrap();
+    assert_eq!(page.events.len(), 1);
+    assert_eq!(page.events[0].audience_labels, ["Ana (id U1)"]);
+    let event = views::retrieval_event(&db.store, outcome.event_id).await.unwrap().expect("event recorded");
+    assert_eq!(event.audience_labels, ["Ana (id U1)"]);
+    assert_eq!(event.event.selections[0].entry_id, entry);
 }

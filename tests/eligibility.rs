@@ -92,7 +92,7 @@ async fn explain_names_the_first_failing_rule_or_eligible() {
     let history = db.store.entry_history(agent, private).await.unwrap().unwrap();
     assert_eq!(e.rule, Rule::AudienceNotCovered { source_id: history.revisions[0].sources[0].id });
     let failing = e.failing_source.expect("the failing source is named");
-    assert_eq!(failing.kind, "message");
+    assert_eq!(failing.kind, mesh_memory::store::SourceKind::Message);
     let mut missing = vec![s.victor.actor, s.dana.actor];
     missing.sort();
     assert_eq!(failing.missing_actors, missing, "Priya could read the DM; Victor and Dana could not");

@@ -116,8 +116,15 @@ async fn contract_2_another_actor_asking_tabs_or_spaces_gets_the_cto_preference_
     let json = outcome.recall_json();
     assert_eq!(json["memories"][0]["entry_id"], tabs.to_string());
     assert_eq!(json["memories"][0]["revision_id"], tabs_rev.to_string());
-    assert_eq!(json["memories"][0]["subject"]["label"], "Victor (id U123)");
-    assert_eq!(json["memories"][0]["source"]["id"], victor.to_string());
+    assert_eq!(json["memories"][0]["about"], "Victor (id U123)");
+    assert_eq!(json["memories"][0]["told_by"], "Victor (id U123)");
+    assert_eq!(json["memories"][0]["learned_in"], "this conversation");
+    for audit_only in ["score", "components", "reason"] {
+        assert!(json["memories"][0].get(audit_only).is_none(), "{audit_only} is audit data, not for the model");
+    }
+    // The audit row keeps what the model no longer receives.
+    let event = mesh_memory::retrieval::audit::explain_event(&db.pool, outcome.event_id).await.unwrap().unwrap();
+    assert!(event.selections[0].components.lexical.is_some(), "components stay in the audit");
 }
 
 #[tokio::test]
@@ -455,16 +462,28 @@ async fn the_count_budget_and_the_token_budget_bound_the_selection() {
     for i in 0..12 {
         w.world.remember(w.engineering, &w.dana, None, &format!("Runbook step {i}: restart the worker pool.")).await;
     }
+    // The default allowance holds the default count of such one-line entries...
     let outcome = ask(&w.world, w.engineering, None, "runbook worker").await;
+    assert_eq!(outcome.selections.len(), outcome.count_budget as usize, "4096 holds a whole page of one-liners");
+    assert!(outcome.cost_tokens <= 4096);
+    // ...and a small one bounds the selection by tokens, skipping what no longer fits.
+    let budget = 1000;
+    let outcome = Retriever::new(db.store.clone(), RetrievalConfig::default())
+        .search(&SearchRequest {
+            token_budget: budget,
+            ..SearchRequest::new(w.world.agent, w.engineering, None, "runbook worker", RetrievalMode::Prompt)
+        })
+        .await
+        .unwrap();
     let total: u32 = outcome.selections.iter().map(|s| s.cost_tokens).sum();
-    assert!(outcome.selections.len() < 8, "4096 upper-bound tokens hold fewer than eight such entries");
+    assert!(outcome.selections.len() < 8, "1000 upper-bound tokens hold fewer than eight such entries");
     assert!(!outcome.selections.is_empty());
     assert_eq!(outcome.cost_tokens, total);
-    assert!(total <= 4096);
+    assert!(total <= budget);
     assert!(outcome
         .skipped
         .iter()
-        .all(|s| s.reason == SkipReason::LargerThanRemaining && total + s.cost_tokens > 4096));
+        .all(|s| s.reason == SkipReason::LargerThanRemaining && total + s.cost_tokens > budget));
     assert!(!outcome.skipped.is_empty());
     let outcome = Retriever::new(db.store.clone(), RetrievalConfig::default())
         .search(&SearchRequest {

@@ -130,3 +130,54 @@ async fn a_paraphrase_finds_the_tabs_preference_with_semantic_on_and_not_with_le
     let food = hybrid.search(&lunch).await.unwrap();
     assert_eq!(food.used_revisions(), vec![sushi], "{:?}", food.selections);
 }
+
+/// With a model tokenizer configured (here the model package's own `tokenizer.json`, as
+/// `MESH_PROMPT_TOKENIZER` would name it), packing counts its real tokens of the same
+/// representations, the allowance holds several times more one-line memories than under the byte
+/// bound, and the audit row says which bound was used.
+#[tokio::test]
+async fn a_configured_tokenizer_counts_real_tokens_and_the_event_records_it() {
+    use mesh_memory::retrieval::tokens::{CostBound, ModelTokenizer};
+    use mesh_memory::service::{configured_retriever, RetrieverSetup, TokenCounting};
+
+    let db = test_db().await;
+    let mut world = World::new(&db.store, "assistant").await;
+    let victor = world.person("Victor", "U123").await;
+    let eng = world.conversation("C-ENG", Topology::Channel, &[&victor]).await;
+    for i in 0..70 {
+        world.remember(eng, &victor, Some(victor.actor), &format!("Insists on tabs over spaces, rule {i}.")).await;
+    }
+    let dir = default_model_dir().expect("the model is installed (see model())");
+    let tokenizer = Arc::new(ModelTokenizer::from_file(&dir.join("tokenizer.json")).unwrap());
+    let counted = |tokens: TokenCounting| {
+        let mut setup = RetrieverSetup::explicit(RetrievalConfig::default(), None);
+        setup.tokens = tokens;
+        configured_retriever(&db.store, setup).unwrap().retriever
+    };
+    let request = SearchRequest {
+        max_count: 100,
+        ..SearchRequest::new(world.agent, eng, Some(victor.actor), "", RetrievalMode::Prompt)
+    };
+    let by_bytes = counted(TokenCounting::Bytes).search(&request).await.unwrap();
+    let by_tokens = counted(TokenCounting::Counter(tokenizer)).search(&request).await.unwrap();
+    assert_eq!((by_bytes.cost_bound, by_tokens.cost_bound), (CostBound::Bytes, CostBound::Tokenizer));
+    let per_entry = |o: &mesh_memory::retrieval::SearchOutcome| o.cost_tokens / o.selections.len() as u32;
+    println!(
+        "one-line memories in 4096: {} by bytes ({} each), {} by tokens ({} each)",
+        by_bytes.selections.len(),
+        per_entry(&by_bytes),
+        by_tokens.selections.len(),
+        per_entry(&by_tokens)
+    );
+    // (WordPiece splits the two UUIDs of each entry into ~30 pieces each: the ids, not the
+    // memory, are most of what an entry costs in tokens.)
+    assert!(per_entry(&by_tokens) < per_entry(&by_bytes), "real tokens are fewer than bytes");
+    assert!(by_tokens.selections.len() > by_bytes.selections.len(), "so the allowance holds more memories");
+    assert!(by_tokens.cost_tokens <= 4096);
+    let stored: String = sqlx::query_scalar("SELECT cost_bound FROM memory_retrieval_events WHERE id = $1")
+        .bind(by_tokens.event_id)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, "tokenizer");
+}

@@ -31,6 +31,22 @@ async fn demo_seed_runs_real_turns() {
             ("withheld: unknown audience", "delivered"),
         ]
     );
+    // The default allowance holds the memories, not their ranking data: no prompt of the demo
+    // skipped an eligible memory for lack of room.
+    let prompts: Vec<(i32, i32, i64)> = sqlx::query_as(
+        "SELECT cost_tokens, token_budget, jsonb_array_length(skipped_oversized)::bigint
+           FROM memory_retrieval_events WHERE runtime_agent_id = $1 AND mode = 'prompt'",
+    )
+    .bind(workspace.agent)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert!(!prompts.is_empty());
+    for (cost, budget, skipped) in prompts {
+        assert_eq!((budget, skipped), (4096, 0), "a demo prompt skipped memories (cost {cost})");
+        assert!(cost < budget / 2, "the demo's memories fill under half of the allowance: {cost}");
+    }
+
     let turns = list_turns(&db.pool, Some(workspace.agent), 50).await.unwrap();
     assert_eq!(turns.len(), 5);
     assert!(turns.iter().all(|t| !t.retrieval_event_ids.is_empty()), "every turn leaves a retrieval event");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::{test_db, Person, TestDb, World};
 use mesh_memory::retrieval::{RetrievalConfig, Retriever};
-use mesh_memory::store::{Amendment, SubjectUpdate, Topology, WriteOperation, WriteOutcome};
+use mesh_memory::store::{Amendment, SourceKind, SubjectUpdate, Topology, WriteOperation, WriteOutcome};
 use mesh_memory::turn::guard::ClaimKind;
 use mesh_memory::turn::scripted::tool_results;
 use mesh_memory::turn::{
@@ -325,10 +325,10 @@ async fn remember_inherits_message_history_and_retrieved_revisions_even_after_fo
     let created = report.ledger.writes.iter().find(|w| w.operation == WriteOperation::Create).unwrap();
     let history = s.db.store.entry_history(s.world.agent, created.entry_id).await.unwrap().unwrap();
     let sources = &history.revisions[0].sources;
-    assert!(sources.iter().any(|s| s.kind == "message" && s.message_id == Some(inbound)));
-    assert!(sources.iter().any(|s| s.kind == "history_message" && s.message_id == Some(earlier)));
+    assert!(sources.iter().any(|s| s.kind == SourceKind::Message && s.message_id == Some(inbound)));
+    assert!(sources.iter().any(|s| s.kind == SourceKind::HistoryMessage && s.message_id == Some(earlier)));
     assert!(
-        sources.iter().any(|s| s.kind == "retrieved_revision" && s.parent_revision_id == Some(tabs_revision)),
+        sources.iter().any(|s| s.kind == SourceKind::RetrievedRevision && s.parent_revision_id == Some(tabs_revision)),
         "forgetting the retrieved memory does not remove it from later lineage"
     );
     assert_eq!(history.revisions[0].source_actor, Some(s.victor.actor), "source comes from the authenticated message");

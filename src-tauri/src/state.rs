@@ -76,7 +76,7 @@ impl Console {
 
     /// Where the console stands (database, first-run need, session).
     pub async fn status(&self) -> dto::ConsoleStatus {
-        let session = self.session.read().await.as_ref().map(|s| dto::Session::from(s.rights.clone()));
+        let session = self.session.read().await.as_ref().map(|s| s.rights.clone());
         match &self.opened {
             Err(e) => dto::ConsoleStatus {
                 database_error: Some(e.clone()),
@@ -100,7 +100,11 @@ impl Console {
     }
 
     /// First run on the embedded cluster: creates the operator login role, then signs in as it.
-    pub async fn create_first_operator(&self, role: &str, password: &str) -> Result<dto::Session, ConsoleError> {
+    pub async fn create_first_operator(
+        &self,
+        role: &str,
+        password: &str,
+    ) -> Result<store::OperatorRights, ConsoleError> {
         let o = self.opened()?;
         if !o.embedded {
             return Err(ConsoleError::new(
@@ -116,7 +120,7 @@ impl Console {
     }
 
     /// Signs in with the operator's own PostgreSQL login role.
-    pub async fn sign_in(&self, role: &str, password: &str) -> Result<dto::Session, ConsoleError> {
+    pub async fn sign_in(&self, role: &str, password: &str) -> Result<store::OperatorRights, ConsoleError> {
         let o = self.opened()?;
         let role = role.trim();
         if role.is_empty() || password.is_empty() {
@@ -128,7 +132,7 @@ impl Console {
             Err(err) => return Err(err.into()),
         };
         let rights = store::operator_rights(&pool).await?;
-        let session = dto::Session::from(rights.clone());
+        let session = rights.clone();
         if let Some(old) = self.session.write().await.replace(OperatorSession { store: Store::new(pool), rights }) {
             old.store.pool().close().await;
         }

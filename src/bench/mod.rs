@@ -462,7 +462,13 @@ async fn measure_size(
     let load_seconds = if fresh { started.elapsed().as_secs_f64() } else { 0.0 };
     let store = Store::new(pool.clone());
     progress(&format!("{size}: lexical recall x{}", options.queries));
-    let retriever = Retriever::new(store.clone(), crate::retrieval::RetrievalConfig::default());
+    let configured = |index: Option<Arc<dyn crate::retrieval::SemanticIndex>>| {
+        let setup = crate::service::RetrieverSetup::explicit(crate::retrieval::RetrievalConfig::default(), index);
+        crate::service::configured_retriever(&store, setup)
+            .map(|c| c.retriever)
+            .map_err(|e| BenchError::InvalidOptions(e.to_string()))
+    };
+    let retriever = configured(None)?;
     // Warm the caches the way a running service would be warm.
     measure_recall(&retriever, &workspace, options.queries.min(20), 7).await?;
     let (lexical, returned) = measure_recall(&retriever, &workspace, options.queries, 42).await?;
@@ -475,7 +481,7 @@ async fn measure_size(
         let seconds = timer.elapsed().as_secs_f64();
         progress(&format!("{size}: hybrid recall x{}", options.queries));
         let embedder: Arc<dyn crate::semantic::Embedder> = Arc::new(hashing::HashingEmbedder::default());
-        let hybrid = retriever.clone().with_semantic_index(Arc::new(crate::semantic::PgVectorIndex::new(embedder)));
+        let hybrid = configured(Some(Arc::new(crate::semantic::PgVectorIndex::new(embedder))))?;
         measure_recall(&hybrid, &workspace, options.queries.min(20), 7).await?;
         let (latency, _) = measure_recall(&hybrid, &workspace, options.queries, 42).await?;
         (Some(latency), Some(seconds))

@@ -607,50 +607,45 @@ struct RecallArgs {
     query: String,
 }
 
-/// The audit digest key from MESH_AGENT_MASTER_KEY (read here, at the edge, and nowhere else).
-fn digest_key_from_env() -> Result<Option<mesh_memory::retrieval::DigestKey>> {
-    match std::env::var_os("MESH_AGENT_MASTER_KEY") {
-        Some(value) if !value.is_empty() => {
-            let bytes = value.into_encoded_bytes();
-            Ok(Some(mesh_memory::retrieval::DigestKey::from_master_key(&bytes)?))
-        }
-        _ => Ok(None),
+/// The retriever every user-facing command runs: the default weights, and the semantic index and
+/// audit digest key the environment configures (`mesh_memory::service`, the one constructor).
+fn retriever_from_environment(store: &Store) -> Result<mesh_memory::retrieval::Retriever> {
+    let setup =
+        mesh_memory::service::RetrieverSetup::from_environment(mesh_memory::retrieval::RetrievalConfig::default());
+    let configured = mesh_memory::service::configured_retriever(store, setup)?;
+    if let Some(why) = &configured.semantic_unavailable {
+        eprintln!("semantic search unavailable: {why}");
     }
+    Ok(configured.retriever)
 }
 
 async fn recall(store: &Store, args: RecallArgs, json: bool) -> Result<()> {
-    use mesh_memory::retrieval::{RetrievalConfig, RetrievalMode, Retriever, SearchRequest};
+    use mesh_memory::retrieval::{RetrievalMode, SearchRequest};
     let agent = store.find_runtime_agent(&args.agent).await?;
     let conversation = store.find_conversation(agent, &args.conversation).await?;
     let actor = match &args.actor {
         Some(text) => Some(store.find_actor(text).await?),
         None => None,
     };
-    let config = RetrievalConfig { digest_key: digest_key_from_env()?, ..RetrievalConfig::default() };
     let mode = if args.prompt { RetrievalMode::Prompt } else { RetrievalMode::Recall };
     let request = SearchRequest {
         max_count: args.max_count,
         token_budget: args.token_budget,
         ..SearchRequest::new(agent, conversation, actor, args.query, mode)
     };
-    let mut retriever = Retriever::new(store.clone(), config);
-    match mesh_memory::semantic::semantic_index_from_env() {
-        Ok(Some(index)) => retriever = retriever.with_semantic_index(index),
-        Ok(None) => {}
-        Err(err) => eprintln!("semantic search unavailable: {err}"),
-    }
-    let outcome = retriever.search(&request).await?;
+    let outcome = retriever_from_environment(store)?.search(&request).await?;
     if json {
         return print_json(&outcome);
     }
     let degraded: Vec<&str> = outcome.degradation_categories.iter().map(|c| c.as_str()).collect();
     println!(
-        "retrieval event {}  audience: {} actor(s)  candidates: {}  cost: {}/{} tokens  degraded: {}",
+        "retrieval event {}  audience: {} actor(s)  candidates: {}  cost: {}/{} tokens ({})  degraded: {}",
         outcome.event_id,
         outcome.context.audience().len(),
         outcome.candidate_count,
         outcome.cost_tokens,
         outcome.token_budget,
+        outcome.cost_bound.as_str(),
         if degraded.is_empty() { "none".to_owned() } else { degraded.join(", ") }
     );
     if args.prompt {
@@ -819,18 +814,16 @@ async fn explain(
         None => owner,
     };
     let conversation = store.find_conversation(agent, conversation).await?;
-    let explained = mesh_memory::privacy::explain_entry(store, Some(agent), entry, conversation).await?;
     if json {
-        return print_json(&explained);
+        return print_json(&mesh_memory::privacy::explain_entry(store, Some(agent), entry, conversation).await?);
     }
+    let explained = mesh_memory::views::explanation(store, Some(agent), entry, conversation).await?;
     println!("entry {} revision {} in conversation {}", explained.entry_id, explained.revision_id, conversation);
     println!("verdict: {}", explained.explanation);
     if let Some(source) = &explained.failing_source {
         println!("failing source: {} ({}; {})", source.source_id, source.kind, source.evidence_basis);
         if !source.missing_actors.is_empty() {
-            let labels = store.actor_summaries(&source.missing_actors).await?;
-            let names: Vec<String> = labels.iter().map(|a| a.label()).collect();
-            println!("readers here who could not read that source: {}", names.join(", "));
+            println!("readers here who could not read that source: {}", source.missing_actors.join(", "));
         }
     }
     Ok(())
@@ -930,18 +923,13 @@ async fn chat(store: &Store, agent: &str, conversation: &str, speaker: &str) -> 
     use std::io::BufRead;
     use std::sync::Arc;
 
-    use mesh_memory::retrieval::{RetrievalConfig, Retriever};
     use mesh_memory::turn::{OpenAiCompatibleClient, OpenAiConfig, TurnEngine, TurnOutcome};
 
     let agent = store.find_runtime_agent(agent).await?;
     let conversation = store.find_conversation(agent, conversation).await?;
     let connector = store.conversation(agent, conversation).await?.connector;
     let client = OpenAiCompatibleClient::new(OpenAiConfig::from_env()?)?;
-    let mut config = RetrievalConfig::default();
-    if let Ok(master) = std::env::var("MESH_AGENT_MASTER_KEY") {
-        config.digest_key = Some(mesh_memory::retrieval::DigestKey::from_master_key(master.as_bytes())?);
-    }
-    let engine = TurnEngine::new(store.clone(), Retriever::new(store.clone(), config), Arc::new(client));
+    let engine = TurnEngine::new(store.clone(), retriever_from_environment(store)?, Arc::new(client));
     eprintln!("chatting as {connector} {speaker}; /confirm REQUEST_ID confirms a sharing request, /quit ends");
     for line in std::io::stdin().lock().lines() {
         let line = line?;

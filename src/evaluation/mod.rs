@@ -23,6 +23,7 @@ use crate::ids::{ActorId, AgentId, ConversationId, RevisionId};
 use crate::privacy::{revision_verdicts, EligibilityContext};
 use crate::retrieval::SemanticIndex;
 use crate::retrieval::{RetrievalConfig, RetrievalMode, Retriever, SearchRequest};
+use crate::service::RetrieverSetup;
 use crate::store::{
     ActorKind, Direction, NewConversation, NewMemory, NewMessage, Restriction, SourceRef, Store, Topology,
 };
@@ -49,6 +50,9 @@ pub enum EvalError {
     /// Embedding the memories failed.
     #[error("semantic index: {0}")]
     Semantic(#[from] crate::semantic::SemanticError),
+    /// A variant's retrieval settings were refused.
+    #[error("retrieval settings: {0}")]
+    Setup(#[from] crate::service::SetupError),
 }
 
 /// One retrieval variant under evaluation.
@@ -218,7 +222,10 @@ pub async fn run_locomo(
     report.load_seconds = started.elapsed().as_secs_f64();
     report.memories = loaded.iter().map(|l| l.turn_of.len()).sum();
 
-    let lexical = Retriever::new(store.clone(), options.config.clone());
+    let configured = |config: RetrievalConfig, index: Option<Arc<dyn SemanticIndex>>| {
+        crate::service::configured_retriever(store, RetrieverSetup::explicit(config, index)).map(|c| c.retriever)
+    };
+    let lexical = configured(options.config.clone(), None)?;
     let mut variants: Vec<(String, Option<Retriever>)> =
         vec![(Variant::Lexical.name().into(), Some(lexical)), (Variant::Bm25.name().into(), None)];
     let semantic_index: Option<Arc<dyn SemanticIndex>> = match &options.embedder {
@@ -237,14 +244,12 @@ pub async fn run_locomo(
     };
     match &semantic_index {
         Some(index) => {
-            let with_index = |config: RetrievalConfig| {
-                Some(Retriever::new(store.clone(), config).with_semantic_index(index.clone()))
-            };
+            let with_index = |config: RetrievalConfig| configured(config, Some(index.clone())).map(Some);
             let semantic_only = RetrievalConfig { lexical_enabled: false, ..options.config.clone() };
-            variants.push((Variant::Semantic.name().into(), with_index(semantic_only)));
-            variants.push((Variant::Hybrid.name().into(), with_index(options.config.clone())));
+            variants.push((Variant::Semantic.name().into(), with_index(semantic_only)?));
+            variants.push((Variant::Hybrid.name().into(), with_index(options.config.clone())?));
             for (name, config) in &options.extra_hybrid {
-                variants.push((format!("hybrid:{name}"), with_index(config.clone())));
+                variants.push((format!("hybrid:{name}"), with_index(config.clone())?));
             }
         }
         None => {

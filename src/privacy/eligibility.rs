@@ -383,8 +383,8 @@ pub async fn revision_verdicts(
 pub struct FailingSource {
     /// The source row.
     pub source_id: SourceId,
-    /// `message`, `history_message`, `parent_revision` or `retrieved_revision`.
-    pub kind: String,
+    /// What the source points at.
+    pub kind: crate::store::SourceKind,
     /// How its evidence was established.
     pub evidence_basis: String,
     /// Destination readers missing from its known audience (empty for unknown evidence).
@@ -450,8 +450,8 @@ async fn failing_source(
 ) -> Result<FailingSource, PrivacyError> {
     // One read of the source: who in the destination audience its known audience lacks (none
     // when its evidence is unknown: that source fails on evidence, not on an actor).
-    let (kind, evidence_basis, missing): (String, String, Vec<uuid::Uuid>) = sqlx::query_as(
-        "SELECT s.kind::text, s.evidence_basis,
+    let (kind, evidence_basis, missing): (crate::store::SourceKind, String, Vec<uuid::Uuid>) = sqlx::query_as(
+        "SELECT s.kind, s.evidence_basis,
                 ARRAY(SELECT d.actor_id FROM unnest($2::uuid[]) AS d(actor_id)
                        WHERE s.evidence = 'known' AND d.actor_id <> ALL (s.audience)
                        ORDER BY d.actor_id)

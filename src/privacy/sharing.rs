@@ -31,12 +31,14 @@ pub const REQUEST_LIFETIME_DAYS: i64 = 7;
 
 /// A sharing request row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, sqlx::Type)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(transparent)]
 #[sqlx(transparent)]
 pub struct SharingRequestId(pub Uuid);
 
 /// A sharing grant row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, sqlx::Type)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(transparent)]
 #[sqlx(transparent)]
 pub struct SharingGrantId(pub Uuid);
@@ -362,6 +364,22 @@ pub async fn deny_as_operator(
         .await
         .map(|_| ())
         .map_err(|e| map_request_error(e, request))
+}
+
+/// An operator's decision on a pending request: an approval (returning the grant it created)
+/// or a denial (`None`), as [`approve_as_operator`] / [`deny_as_operator`], so that a console has
+/// one call for its approve and deny buttons.
+pub async fn decide_as_operator(
+    operator_pool: &PgPool,
+    request: SharingRequestId,
+    approve: bool,
+    reason: &str,
+) -> Result<Option<SharingGrantId>, SharingError> {
+    if approve {
+        approve_as_operator(operator_pool, request, reason).await.map(Some)
+    } else {
+        deny_as_operator(operator_pool, request, reason).await.map(|()| None)
+    }
 }
 
 /// An operator's revocation of a live grant (recorded with `session_user`). Replies that used

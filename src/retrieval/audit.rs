@@ -69,6 +69,7 @@ impl DegradationCategory {
 
 /// A selection as the audit stores it: ids, score, components and reason (no body, no labels).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct StoredSelection {
     /// The entry.
     pub entry_id: EntryId,
@@ -115,6 +116,7 @@ pub(crate) struct NewEvent<'a> {
     pub withheld: &'a BTreeMap<String, i64>,
     pub candidate_count: usize,
     pub cost_tokens: u32,
+    pub cost_bound: super::tokens::CostBound,
     pub token_budget: u32,
     pub count_budget: u32,
     pub elapsed_micros: i64,
@@ -133,8 +135,8 @@ pub(crate) async fn record(pool: &PgPool, event: NewEvent<'_>) -> Result<(), Ret
              (id, runtime_agent_id, conversation_id, current_actor_id, mode, query_digest, query_was_empty,
               destination_audience, selected_revision_ids, components, skipped_oversized, withheld,
               candidate_count, cost_tokens, token_budget, count_budget, elapsed_micros,
-              degradation_category, degradation_categories)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
+              degradation_category, degradation_categories, cost_bound)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)",
     )
     .bind(event.id)
     .bind(event.agent)
@@ -155,6 +157,7 @@ pub(crate) async fn record(pool: &PgPool, event: NewEvent<'_>) -> Result<(), Ret
     .bind(event.elapsed_micros)
     .bind(categories.first().copied())
     .bind(&categories)
+    .bind(event.cost_bound.as_str())
     .execute(pool)
     .await?;
     Ok(())
@@ -162,6 +165,7 @@ pub(crate) async fn record(pool: &PgPool, event: NewEvent<'_>) -> Result<(), Ret
 
 /// An audited search as the console shows it: why each memory was selected, from durable state.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct EventExplanation {
     /// The event.
     pub event_id: RetrievalEventId,
@@ -184,16 +188,20 @@ pub struct EventExplanation {
     /// Entries skipped by packing.
     pub skipped: Vec<SkippedEntry>,
     /// Withheld full-text matches by rule (counts only).
+    #[cfg_attr(feature = "specta", specta(type = BTreeMap<String, u32>))] // counts: plain numbers
     pub withheld: BTreeMap<String, i64>,
     /// Candidates after the union.
     pub candidate_count: i32,
     /// Cost of the selection.
     pub cost_tokens: i32,
+    /// Which count `cost_tokens` is in.
+    pub cost_bound: super::tokens::CostBound,
     /// Token allowance.
     pub token_budget: i32,
     /// Count allowance.
     pub count_budget: i32,
     /// Duration of the search.
+    #[cfg_attr(feature = "specta", specta(type = u32))] // microseconds: a plain number
     pub elapsed_micros: i64,
     /// First degradation category by precedence.
     pub degradation_category: Option<String>,
@@ -218,6 +226,7 @@ struct EventRow {
     withheld: Json<BTreeMap<String, i64>>,
     candidate_count: i32,
     cost_tokens: i32,
+    cost_bound: String,
     token_budget: i32,
     count_budget: i32,
     elapsed_micros: i64,
@@ -231,7 +240,7 @@ pub async fn explain_event(pool: &PgPool, event: RetrievalEventId) -> Result<Opt
     let row: Option<EventRow> = sqlx::query_as(
         "SELECT id, runtime_agent_id, conversation_id, current_actor_id, mode, query_digest IS NOT NULL AS has_query_digest,
                 query_was_empty, destination_audience, components, skipped_oversized, withheld, candidate_count,
-                cost_tokens, token_budget, count_budget, elapsed_micros, degradation_category,
+                cost_tokens, cost_bound, token_budget, count_budget, elapsed_micros, degradation_category,
                 degradation_categories, created_at
            FROM memory_retrieval_events WHERE id = $1",
     )
@@ -252,6 +261,7 @@ pub async fn explain_event(pool: &PgPool, event: RetrievalEventId) -> Result<Opt
         withheld: r.withheld.0,
         candidate_count: r.candidate_count,
         cost_tokens: r.cost_tokens,
+        cost_bound: super::tokens::CostBound::from_stored(&r.cost_bound),
         token_budget: r.token_budget,
         count_budget: r.count_budget,
         elapsed_micros: r.elapsed_micros,

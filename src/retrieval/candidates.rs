@@ -36,6 +36,7 @@ macro_rules! from_eligible {
 
 /// Which candidate source proposed a row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(rename_all = "snake_case")]
 pub enum CandidateSource {
     /// About the current actor.
@@ -373,9 +374,11 @@ pub(crate) async fn lexical(
 /// `eligibility_withheld_unknown`, is exact and never crowded out) and up to `limit` others
 /// (`memory_withheld_known_matches`: one term at a time, a term with more than 2,000 matches
 /// sampled, so these counts are lower bounds). Revisions a grant releases to this audience are
-/// read once (`released`) and left out of both. Bounded whatever the archive size; the rule names
-/// are those of `memory_eligibility_rule`, in its order. Only categories and counts leave this
-/// function, never text or ids.
+/// read once (`released`) and left out of both. Bounded whatever the archive size. The rule names
+/// come from the one definition `memory_eligibility_rule` uses (`memory_current_revision_rule`,
+/// migration `20261205110000`), given what each match is known to be: not released, and, when
+/// its evidence is known, not covering the audience (which is why it was withheld). Only
+/// categories and counts leave this function, never text or ids.
 pub(crate) async fn withheld_lexical(
     pool: &PgPool,
     ctx: &EligibilityContext,
@@ -386,15 +389,15 @@ pub(crate) async fn withheld_lexical(
         "WITH released AS (SELECT ARRAY(SELECT g.revision_id FROM ",
         covering_grants!(),
         " g) AS ids)
-         SELECT CASE WHEN $3::uuid[] IS NULL THEN 'audience_unknown'
-                     WHEN w.restriction = 'conversation_only' AND w.restricted_conversation_id IS DISTINCT FROM $2
-                          THEN 'restriction'
-                     WHEN NOT w.evidence_known
-                          THEN CASE WHEN coalesce((SELECT s.source_count FROM revision_audience_summary s
-                                                    WHERE s.revision_id = w.revision_id), 0) = 0
-                                    THEN 'no_lineage' ELSE 'unknown_evidence' END
-                     ELSE 'audience_not_covered'
-                 END AS rule, count(*)
+         SELECT memory_current_revision_rule(
+                    coalesce(cardinality($3::uuid[]), 0) > 0,
+                    w.restriction = 'conversation_only' AND w.restricted_conversation_id IS DISTINCT FROM $2,
+                    false,
+                    CASE WHEN w.evidence_known THEN 1
+                         ELSE (SELECT s.source_count FROM revision_audience_summary s WHERE s.revision_id = w.revision_id)
+                    END,
+                    w.evidence_known,
+                    false) AS rule, count(*)
            FROM ((SELECT w.revision_id, w.restriction, w.restricted_conversation_id, w.evidence_known
                     FROM searchable_revisions w
                    WHERE w.runtime_agent_id = $1 AND NOT w.evidence_known AND w.body_tsv @@ (SELECT $4::tsquery)

@@ -16,6 +16,7 @@ use crate::ids::{ActorId, ConversationId};
 
 /// A relevance source's rank (from 1) and its reciprocal-rank contribution.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct RankContribution {
     /// Position in that source's result list, best = 1.
     pub rank: u32,
@@ -25,6 +26,7 @@ pub struct RankContribution {
 
 /// The inspectable parts of a final score.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct Components {
     /// Which candidate sources proposed the memory.
     pub sources: Vec<CandidateSource>,
@@ -91,6 +93,7 @@ impl Components {
 
 /// Why a memory counted as being about the person the query is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(rename_all = "snake_case")]
 pub enum SubjectMatch {
     /// The query names no one the audience knows of, and the memory is about the speaker.

@@ -23,6 +23,7 @@ pub mod render;
 pub mod semantic_source;
 pub mod sign_bits;
 mod subjects;
+pub mod tokens;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -62,6 +63,7 @@ pub const MAX_TOKEN_BUDGET: u32 = 1_000_000;
 
 /// Who asked: automatic prompt assembly or the agent's recall tool (the `retrieval_mode` enum).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[sqlx(type_name = "retrieval_mode", rename_all = "lowercase")]
 #[serde(rename_all = "lowercase")]
 pub enum RetrievalMode {
@@ -192,6 +194,8 @@ pub struct SearchOutcome {
     /// Distinct eligible candidates before relevance filtering and packing.
     pub candidate_count: usize,
     /// Total cost of the selections.
+    /// Which count `cost_tokens` is in (the byte bound unless a model tokenizer is configured).
+    pub cost_bound: tokens::CostBound,
     pub cost_tokens: u32,
     /// The token allowance used.
     pub token_budget: u32,
@@ -269,6 +273,7 @@ pub struct Retriever {
     store: Store,
     config: RetrievalConfig,
     semantic: Arc<dyn SemanticIndex>,
+    tokens: Arc<dyn tokens::TokenCounter>,
 }
 
 impl std::fmt::Debug for Retriever {
@@ -304,7 +309,13 @@ struct Gathered {
 impl Retriever {
     /// A service without a vector index (semantic candidates report unavailable).
     pub fn new(store: Store, config: RetrievalConfig) -> Self {
-        Retriever { store, config, semantic: Arc::new(UnavailableSemanticIndex) }
+        Retriever { store, config, semantic: Arc::new(UnavailableSemanticIndex), tokens: Arc::new(tokens::ByteBound) }
+    }
+
+    /// Counts entry costs with `counter` (a model tokenizer) instead of the byte bound.
+    pub fn with_token_counter(mut self, counter: Arc<dyn tokens::TokenCounter>) -> Self {
+        self.tokens = counter;
+        self
     }
 
     /// Uses `index` for semantic candidates.
@@ -360,6 +371,7 @@ impl Retriever {
                 withheld: &gathered.withheld,
                 candidate_count,
                 cost_tokens: packed.cost_tokens,
+                cost_bound: self.tokens.bound(),
                 token_budget: request.token_budget,
                 count_budget: request.max_count,
                 elapsed_micros: i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX),
@@ -377,6 +389,7 @@ impl Retriever {
             degradation_categories: gathered.categories,
             candidate_count,
             cost_tokens: packed.cost_tokens,
+            cost_bound: self.tokens.bound(),
             token_budget: request.token_budget,
             count_budget: request.max_count,
         })
@@ -623,8 +636,8 @@ impl Retriever {
         while !packer.is_full() {
             let batch: Vec<(Candidate, Components)> = remaining
                 .by_ref()
-                .filter(|(c, components)| {
-                    let floor = packing::entry_cost_floor(c.row.entry_id, c.row.revision_id, components, overhead);
+                .filter(|(c, _)| {
+                    let floor = packing::entry_cost_floor(c.row.entry_id, c.row.revision_id, overhead, &*self.tokens);
                     packer.worth_reading(floor)
                 })
                 .take(batch_size)
@@ -671,7 +684,8 @@ impl Retriever {
                     components,
                     cost_tokens: 0,
                 };
-                selection.cost_tokens = packing::entry_cost(&selection, self.config.attribution_overhead_tokens);
+                selection.cost_tokens =
+                    packing::entry_cost(&selection, self.config.attribution_overhead_tokens, &*self.tokens);
                 packer.offer(selection);
             }
         }

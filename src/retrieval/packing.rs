@@ -13,7 +13,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::render::{prompt_line, recall_item_json, RecallItem};
-use super::{Components, Provenance, Selection};
+use super::tokens::{CostBound, TokenCounter};
+use super::Selection;
 use crate::ids::{EntryId, RevisionId};
 
 /// Upper bound on the tokens of `text` for byte-level tokenizers: its UTF-8 length.
@@ -21,38 +22,37 @@ pub fn token_upper_bound(text: &str) -> u32 {
     u32::try_from(text.len()).unwrap_or(u32::MAX)
 }
 
-/// The cost of admitting one entry: max(prompt line, recall JSON) + attribution overhead.
-pub fn entry_cost(selection: &Selection, attribution_overhead: u32) -> u32 {
-    let prompt = token_upper_bound(&prompt_line(selection));
-    let recall = token_upper_bound(&recall_item_json(selection));
+/// The cost of admitting one entry: max(prompt line, recall JSON) + attribution overhead, each
+/// representation counted by `counter` (the byte bound unless a model tokenizer is configured).
+pub fn entry_cost(selection: &Selection, attribution_overhead: u32, counter: &dyn TokenCounter) -> u32 {
+    let prompt = counter.count(&prompt_line(selection));
+    let recall = counter.count(&recall_item_json(selection));
     prompt.max(recall).saturating_add(attribution_overhead)
 }
 
 /// A lower bound on [`entry_cost`] known before the entry is read: the recall JSON of the entry
-/// with what ranking already decided (ids, score, components, reason) and the shortest rendering
-/// of everything else (empty body, no subject or source, unrecorded provenance, revision 0,
-/// `always_on: true`, the shorter literal), plus the overhead. Every real rendering only adds
-/// characters, so an entry whose floor exceeds what is left of the allowance cannot fit, and
-/// packing need not read it.
+/// with its ids and the shortest rendering of everything else (empty body, no subject or source,
+/// an empty place, not always-on), plus the overhead. Every real rendering only adds characters,
+/// so an entry whose floor exceeds what is left of the allowance cannot fit, and packing need not
+/// read it. Only the byte bound grows with every added character; under a model tokenizer the
+/// floor is the overhead alone.
 pub fn entry_cost_floor(
     entry: EntryId,
     revision: RevisionId,
-    components: &Components,
     attribution_overhead: u32,
+    counter: &dyn TokenCounter,
 ) -> u32 {
-    let reason = components.reason();
+    if counter.bound() != CostBound::Bytes {
+        return attribution_overhead;
+    }
     let shortest = RecallItem {
         entry_id: entry,
         revision_id: revision,
-        revision_number: 0,
         body: "",
-        subject: None,
-        source: None,
-        provenance: &Provenance::Unrecorded,
-        always_on: true,
-        score: components.total(),
-        components,
-        reason: &reason,
+        about: None,
+        told_by: None,
+        learned_in: "",
+        always_on: false,
     };
     let json = serde_json::to_string(&shortest).expect("recall items serialize");
     token_upper_bound(&json).saturating_add(attribution_overhead)
@@ -60,6 +60,7 @@ pub fn entry_cost_floor(
 
 /// Why an entry was left out by packing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(rename_all = "snake_case")]
 pub enum SkipReason {
     /// It alone costs more than the whole allowance.
@@ -70,6 +71,7 @@ pub enum SkipReason {
 
 /// An entry skipped by packing (reported in results and the audit; ids and cost only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct SkippedEntry {
     /// The entry.
     pub entry_id: EntryId,
@@ -193,8 +195,36 @@ mod tests {
             components,
             cost_tokens: 0,
         };
-        s.cost_tokens = entry_cost(&s, 16);
+        s.cost_tokens = entry_cost(&s, 16, &crate::retrieval::tokens::ByteBound);
         s
+    }
+
+    /// A one-line memory as the demo's prompts hold them.
+    fn typical() -> Selection {
+        let victor =
+            crate::retrieval::ActorRef { id: crate::ids::ActorId::generate(), label: "Victor (id U123)".into() };
+        let mut s = selection("Insists on tabs over spaces.");
+        s.subject = Some(victor.clone());
+        s.source = Some(victor);
+        s.provenance = Provenance::ThisConversation;
+        s.components.lexical = Some(crate::retrieval::RankContribution { rank: 1, rrf: 1.0 / 61.0 });
+        s.score = s.components.total();
+        s.reason = s.components.reason();
+        s.cost_tokens = entry_cost(&s, 16, &crate::retrieval::tokens::ByteBound);
+        s
+    }
+
+    #[test]
+    fn a_typical_one_line_memory_costs_its_text_not_its_ranking() {
+        let s = typical();
+        let json = recall_item_json(&s);
+        for audit_only in ["score", "components", "reason", "rank", "rrf"] {
+            assert!(!json.contains(audit_only), "{audit_only} reached the model's JSON: {json}");
+        }
+        // Two stable ids (36 bytes each) are most of what is left: 247 under the byte bound,
+        // where the ranking data made it 745-830.
+        assert!(s.cost_tokens < 250, "a one-line memory costs {} of the allowance: {json}", s.cost_tokens);
+        assert!(4096 / s.cost_tokens >= 16, "at least 16 such memories fit the default allowance");
     }
 
     #[test]
@@ -221,7 +251,7 @@ mod tests {
         s.components = components.clone();
         s.score = components.total();
         s.reason = components.reason();
-        let floor = entry_cost_floor(s.entry_id, s.revision_id, &components, 16);
+        let floor = entry_cost_floor(s.entry_id, s.revision_id, 16, &crate::retrieval::tokens::ByteBound);
         let actor =
             |label: &str| crate::retrieval::ActorRef { id: crate::ids::ActorId::generate(), label: label.into() };
         let conversation = crate::ids::ConversationId::generate();
@@ -240,7 +270,7 @@ mod tests {
                     variant.always_on = always_on;
                     variant.revision_number = number;
                     variant.body = body.into();
-                    let cost = entry_cost(&variant, 16);
+                    let cost = entry_cost(&variant, 16, &crate::retrieval::tokens::ByteBound);
                     assert!(floor <= cost, "floor {floor} > cost {cost} of {variant:?}");
                 }
             }

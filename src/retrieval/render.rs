@@ -17,12 +17,7 @@ other than the current speaker is about that person, not the speaker.";
 pub fn prompt_line(selection: &Selection) -> String {
     let about = selection.subject.as_ref().map_or_else(|| "an unresolved subject".to_owned(), |s| s.label.clone());
     let told_by = selection.source.as_ref().map_or_else(|| "the system".to_owned(), |s| s.label.clone());
-    let place = match &selection.provenance {
-        Provenance::ThisConversation => "this conversation".to_owned(),
-        Provenance::SharedConversation { title, .. } if !title.is_empty() => title.clone(),
-        Provenance::SharedConversation { .. } | Provenance::OtherConversation => "another conversation".to_owned(),
-        Provenance::Unrecorded => "an unrecorded conversation".to_owned(),
-    };
+    let place = learned_in(&selection.provenance);
     let always_on = if selection.always_on { " (always-on)" } else { "" };
     format!(
         "- [entry {}, rev {}{}] About {}, told by {} in {}: {}",
@@ -44,32 +39,41 @@ pub fn prompt_section(selections: &[Selection]) -> String {
     out
 }
 
-/// The recall tool's view of one selection: stable ids (what amend and forget target), subject,
-/// source, visibility-safe provenance, score, components and reason.
+/// The recall tool's view of one selection, as the model receives it: what it needs to use,
+/// amend, forget or share the memory, and nothing of how it was ranked. Scores, components and
+/// reasons are audit data: they stay in `memory_retrieval_events`, `explain`, `--json` of a
+/// search and the console, and cost the prompt allowance nothing. Subject and source are current
+/// identity labels, which carry a stable id (`Victor (id U123)`), as in the prompt line.
 #[derive(Debug, Serialize)]
 pub struct RecallItem<'a> {
-    /// Stable entry id.
+    /// Stable entry id (what amend and forget target).
     pub entry_id: EntryId,
-    /// The current revision id.
+    /// The current revision id (amend's `expected_revision_id`, request_memory_sharing's
+    /// `revision_id`).
     pub revision_id: RevisionId,
-    /// Its number.
-    pub revision_number: i32,
     /// The memory text.
     pub body: &'a str,
-    /// Who it is about.
-    pub subject: Option<&'a super::ActorRef>,
-    /// Who supplied it.
-    pub source: Option<&'a super::ActorRef>,
+    /// Who it is about (absent: not resolved).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub about: Option<&'a str>,
+    /// Who supplied it (absent: the system).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub told_by: Option<&'a str>,
     /// Where it was learned, as far as this audience may know.
-    pub provenance: &'a Provenance,
-    /// Always-on flag.
+    pub learned_in: &'a str,
+    /// Present (and true) only for always-on memories.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub always_on: bool,
-    /// Final score.
-    pub score: f64,
-    /// Score components.
-    pub components: &'a super::Components,
-    /// Why it was chosen.
-    pub reason: &'a str,
+}
+
+/// Where a memory was learned, in words this audience may be told (the prompt line's wording).
+pub fn learned_in(provenance: &Provenance) -> &str {
+    match provenance {
+        Provenance::ThisConversation => "this conversation",
+        Provenance::SharedConversation { title, .. } if !title.is_empty() => title,
+        Provenance::SharedConversation { .. } | Provenance::OtherConversation => "another conversation",
+        Provenance::Unrecorded => "an unrecorded conversation",
+    }
 }
 
 impl<'a> From<&'a Selection> for RecallItem<'a> {
@@ -77,15 +81,11 @@ impl<'a> From<&'a Selection> for RecallItem<'a> {
         RecallItem {
             entry_id: s.entry_id,
             revision_id: s.revision_id,
-            revision_number: s.revision_number,
             body: &s.body,
-            subject: s.subject.as_ref(),
-            source: s.source.as_ref(),
-            provenance: &s.provenance,
+            about: s.subject.as_ref().map(|a| a.label.as_str()),
+            told_by: s.source.as_ref().map(|a| a.label.as_str()),
+            learned_in: learned_in(&s.provenance),
             always_on: s.always_on,
-            score: s.score,
-            components: &s.components,
-            reason: &s.reason,
         }
     }
 }

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::{Postgres, QueryBuilder};
 
 use super::identity::ActorKind;
+use super::lineage::SourceKind;
 use super::memory::EntryState;
 use super::{Store, StoreError};
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, MessageId, RevisionId};
@@ -31,6 +32,7 @@ const PREVIEW_CHARS: i32 = 280;
 
 /// Which entries the memory browser shows. Every field narrows the list; `None` means any.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct BrowseFilter {
     /// Only this runtime agent's memory.
     pub agent: Option<AgentId>,
@@ -45,6 +47,7 @@ pub struct BrowseFilter {
 
 /// One row of the memory browser: an entry with its current revision.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct EntrySummary {
     /// Entry id (also the keyset cursor).
     pub entry_id: EntryId,
@@ -77,6 +80,7 @@ pub struct EntrySummary {
 
 /// A page of entries plus the cursor of the next page (`None` on the last page).
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct EntryPage {
     /// Newest first.
     pub entries: Vec<EntrySummary>,
@@ -86,6 +90,7 @@ pub struct EntryPage {
 
 /// A revision withheld from retrieval because a source's audience is not proven.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct EvidenceReviewItem {
     /// The revision (also the keyset cursor).
     pub revision_id: RevisionId,
@@ -104,15 +109,17 @@ pub struct EvidenceReviewItem {
     /// When it was written.
     pub created_at: DateTime<Utc>,
     /// How many of its sources have unknown evidence.
+    #[cfg_attr(feature = "specta", specta(type = u32))] // a count: a plain TypeScript number
     pub unknown_sources: i64,
-    /// Which kinds of source they are (`message`, `retrieved_revision`...), deduplicated.
-    pub unknown_source_kinds: Vec<String>,
+    /// Which kinds of source they are, deduplicated (in the order of their names).
+    pub unknown_source_kinds: Vec<SourceKind>,
     /// Why their evidence is unknown, deduplicated.
     pub evidence_bases: Vec<String>,
 }
 
 /// A page of the evidence-review queue.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct EvidenceReviewPage {
     /// Newest first.
     pub items: Vec<EvidenceReviewItem>,
@@ -122,17 +129,20 @@ pub struct EvidenceReviewPage {
 
 /// A runtime agent for pickers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct AgentSummary {
     /// Agent id.
     pub id: AgentId,
     /// Unique name.
     pub name: String,
     /// Live entries it holds.
+    #[cfg_attr(feature = "specta", specta(type = u32))] // a count: a plain TypeScript number
     pub live_entries: i64,
 }
 
 /// An actor for pickers, with the label prompts render for it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct ActorChoice {
     /// Actor id.
     pub id: ActorId,
@@ -144,6 +154,7 @@ pub struct ActorChoice {
 
 /// A conversation for pickers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct ConversationChoice {
     /// Conversation id.
     pub id: ConversationId,
@@ -159,6 +170,7 @@ pub struct ConversationChoice {
 
 /// A transcript message as the lineage graph shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct LineageMessage {
     /// Message id.
     pub id: MessageId,
@@ -182,6 +194,7 @@ pub struct LineageMessage {
 
 /// A revision that another revision names as a source, for the lineage graph.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct LineageRevision {
     /// Revision id.
     pub id: RevisionId,
@@ -287,7 +300,7 @@ impl Store {
                     (SELECT a.display_name FROM actors a WHERE a.id = r.subject_actor_id) AS subject_label,
                     r.created_at,
                     count(*) AS unknown_sources,
-                    array_agg(DISTINCT s.kind::text) AS unknown_source_kinds,
+                    array_agg(DISTINCT s.kind::text)::revision_source_kind[] AS unknown_source_kinds,
                     array_agg(DISTINCT s.evidence_basis) AS evidence_bases
                FROM revision_sources s
                JOIN memory_entry_revisions r ON r.id = s.revision_id
@@ -386,6 +399,7 @@ impl Store {
 
 /// One row of the retrieval-events list (the audit table, newest first).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct RetrievalEventSummary {
     /// Event id (also the keyset cursor).
     pub id: crate::ids::RetrievalEventId,
@@ -397,8 +411,8 @@ pub struct RetrievalEventSummary {
     pub conversation_id: ConversationId,
     /// Its title.
     pub conversation_title: String,
-    /// `prompt` or `recall`.
-    pub mode: String,
+    /// Prompt assembly or the recall tool.
+    pub mode: crate::retrieval::RetrievalMode,
     /// The destination audience the eligibility predicate ran against.
     pub destination_audience: Vec<ActorId>,
     /// How many revisions were selected.
@@ -419,6 +433,7 @@ pub struct RetrievalEventSummary {
 
 /// A page of retrieval events.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct RetrievalEventPage {
     /// Newest first.
     pub events: Vec<RetrievalEventSummary>,
@@ -429,6 +444,7 @@ pub struct RetrievalEventPage {
 /// A sharing request as the operator queue shows it: the revision, who asked, where, and the
 /// proposed audience. Bodies are shown to operators, whose job is to judge them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct SharingRequestView {
     /// Request id.
     pub id: uuid::Uuid,
@@ -483,7 +499,7 @@ impl Store {
         let size = page_size(limit);
         let events: Vec<RetrievalEventSummary> = sqlx::query_as(
             "SELECT ev.id, ev.runtime_agent_id, ra.name AS agent_name, ev.conversation_id,
-                    c.title AS conversation_title, ev.mode::text AS mode, ev.destination_audience,
+                    c.title AS conversation_title, ev.mode, ev.destination_audience,
                     cardinality(ev.selected_revision_ids) AS selected_count, ev.candidate_count, ev.cost_tokens,
                     ev.token_budget, ev.degradation_category, ev.degradation_categories, ev.created_at
                FROM memory_retrieval_events ev

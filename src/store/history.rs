@@ -4,12 +4,14 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::lineage::SourceKind;
 use super::memory::EntryState;
 use super::{Store, StoreError};
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, MessageId, RevisionId, SourceId};
 
 /// Audience evidence of one source as shown to operators.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum EvidenceView {
     /// The actors who could read the source.
@@ -25,11 +27,12 @@ pub enum EvidenceView {
 
 /// One lineage source of a revision.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct SourceView {
     /// Source row id.
     pub id: SourceId,
-    /// `message`, `history_message`, `parent_revision` or `retrieved_revision`.
-    pub kind: String,
+    /// What the source points at.
+    pub kind: SourceKind,
     /// The message, for message sources.
     pub message_id: Option<MessageId>,
     /// The conversation the message was said in.
@@ -44,6 +47,7 @@ pub struct SourceView {
 
 /// One immutable revision with its lineage.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct RevisionView {
     /// Revision id.
     pub id: RevisionId,
@@ -69,6 +73,7 @@ pub struct RevisionView {
 
 /// An entry with everything it ever was.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct EntryHistory {
     /// Entry id.
     pub entry_id: EntryId,
@@ -117,7 +122,7 @@ struct RevisionRow {
 struct SourceRow {
     id: SourceId,
     revision_id: RevisionId,
-    kind: String,
+    kind: SourceKind,
     message_id: Option<MessageId>,
     conversation_id: Option<ConversationId>,
     parent_revision_id: Option<RevisionId>,
@@ -149,7 +154,7 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         let sources: Vec<SourceRow> = sqlx::query_as(
-            "SELECT s.id, s.revision_id, s.kind::text AS kind, s.message_id, m.conversation_id, s.parent_revision_id,
+            "SELECT s.id, s.revision_id, s.kind, s.message_id, m.conversation_id, s.parent_revision_id,
                     s.evidence::text AS evidence, s.evidence_basis,
                     coalesce(s.audience, '{}') AS audience
                FROM revision_sources s
@@ -182,7 +187,7 @@ impl Store {
                     .filter(|s| s.revision_id == r.id)
                     .map(|s| SourceView {
                         id: s.id,
-                        kind: s.kind.clone(),
+                        kind: s.kind,
                         message_id: s.message_id,
                         conversation_id: s.conversation_id,
                         parent_revision_id: s.parent_revision_id,

@@ -8,6 +8,7 @@ use crate::ids::{ActorId, AgentId, IdentityId};
 
 /// What kind of party an actor is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[sqlx(type_name = "actor_kind", rename_all = "lowercase")]
 #[serde(rename_all = "lowercase")]
 pub enum ActorKind {

@@ -32,6 +32,41 @@ pub enum SourceRef {
     RetrievedRevision(RevisionId),
 }
 
+/// What a stored lineage source points at (the `revision_source_kind` enum), so readers of
+/// `revision_sources` get a closed set instead of a string to compare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, sqlx::Type)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+#[sqlx(type_name = "revision_source_kind", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    /// The authenticated inbound message of the turn that wrote the revision.
+    Message,
+    /// A transcript message loaded into that turn.
+    HistoryMessage,
+    /// The revision an amendment replaced.
+    ParentRevision,
+    /// A memory retrieved in that turn.
+    RetrievedRevision,
+}
+
+impl SourceKind {
+    /// The stored name (`message`, `history_message`, ...), as the CLI prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Message => "message",
+            Self::HistoryMessage => "history_message",
+            Self::ParentRevision => "parent_revision",
+            Self::RetrievedRevision => "retrieved_revision",
+        }
+    }
+}
+
+impl std::fmt::Display for SourceKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
 /// One lineage source of a revision being written, with its id chosen by the caller so that
 /// sources keep the order in which they were named (ids are time-ordered) however they are
 /// batched into statements.

@@ -21,6 +21,7 @@ pub const MAX_SOURCES_PER_WRITE: usize = 256;
 
 /// Whether an entry can still be retrieved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[sqlx(type_name = "memory_entry_state", rename_all = "lowercase")]
 #[serde(rename_all = "lowercase")]
 pub enum EntryState {

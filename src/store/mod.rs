@@ -33,7 +33,7 @@ pub use error::StoreError;
 pub use group_commit::GroupCommit;
 pub use history::{EntryHistory, EvidenceView, RevisionView, SourceView};
 pub use identity::{ActorKind, ActorSummary};
-pub use lineage::SourceRef;
+pub use lineage::{SourceKind, SourceRef};
 pub use memory::{
     Amendment, CommittedWrite, EntryState, NewMemory, NothingChanged, NothingChangedReason, Restriction, SubjectUpdate,
     WriteOperation, WriteOutcome, MAX_BODY_CHARS,

@@ -23,6 +23,7 @@ const SCRAM_ITERATIONS: u32 = 4096;
 
 /// What a signed-in role may do in the console, and why not, in words the UI shows.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct OperatorRights {
     /// The PostgreSQL role the session authenticated as (`session_user`).
     pub role: String,

@@ -1,6 +1,6 @@
 import { useCallback, useEffect, useState } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { commands, type Session } from "./api";
+import { commands, type OperatorRights } from "./api";
 import { ErrorNote, Loading } from "./components/Status";
 import { SignIn } from "./views/SignIn";
 import { MemoryBrowser } from "./views/MemoryBrowser";
@@ -60,7 +60,7 @@ export function App() {
   return <Shell session={status.data.session} theme={theme} toggleTheme={toggleTheme} />;
 }
 
-function Shell({ session, theme, toggleTheme }: { session: Session; theme: Theme; toggleTheme: () => void }) {
+function Shell({ session, theme, toggleTheme }: { session: OperatorRights; theme: Theme; toggleTheme: () => void }) {
   const queryClient = useQueryClient();
   const [view, setView] = useState<View>("memory");
   const [entryId, setEntryId] = useState<string | null>(null);

@@ -9,67 +9,123 @@ export const commands = {
 	/**  Database, first-run and session state. */
 	consoleStatus: () => __TAURI_INVOKE<ConsoleStatus>("console_status"),
 	/**  First run on the embedded database: create the operator role and sign in. */
-	createFirstOperator: (role: string, password: string) => __TAURI_INVOKE<Session>("create_first_operator", { role, password }),
+	createFirstOperator: (role: string, password: string) => __TAURI_INVOKE<OperatorRights>("create_first_operator", { role, password }),
 	/**  Sign in with an own PostgreSQL login role. */
-	signIn: (role: string, password: string) => __TAURI_INVOKE<Session>("sign_in", { role, password }),
+	signIn: (role: string, password: string) => __TAURI_INVOKE<OperatorRights>("sign_in", { role, password }),
 	/**  End the session. */
 	signOut: () => __TAURI_INVOKE<null>("sign_out"),
 	/**  Runtime agents. */
-	listAgents: () => __TAURI_INVOKE<Agent[]>("list_agents"),
+	listAgents: () => __TAURI_INVOKE<AgentSummary[]>("list_agents"),
 	/**  Subjects for the filter. */
-	listSubjects: (agent: string | null) => __TAURI_INVOKE<Actor[]>("list_subjects", { agent }),
+	listSubjects: (agent: AgentId | null) => __TAURI_INVOKE<ActorChoice[]>("list_subjects", { agent }),
 	/**  Conversations for the explain picker. */
-	listConversations: (agent: string | null) => __TAURI_INVOKE<Conversation[]>("list_conversations", { agent }),
+	listConversations: (agent: AgentId | null) => __TAURI_INVOKE<ConversationChoice[]>("list_conversations", { agent }),
 	/**  One page of the memory browser. */
-	browseEntries: (filter: BrowseFilter, after: string | null) => __TAURI_INVOKE<EntryPage>("browse_entries", { filter, after }),
+	browseEntries: (filter: BrowseFilter, after: EntryId | null) => __TAURI_INVOKE<EntryPage>("browse_entries", { filter, after }),
 	/**  An entry's revision history and lineage. */
-	entryDetail: (entryId: string) => __TAURI_INVOKE<EntryDetail>("entry_detail", { entryId }),
+	entryDetail: (entryId: EntryId) => __TAURI_INVOKE<EntryDetail>("entry_detail", { entryId }),
 	/**  Revisions withheld for unknown audience evidence. */
-	evidenceReview: (after: string | null) => __TAURI_INVOKE<ReviewPage>("evidence_review", { after }),
+	evidenceReview: (after: RevisionId | null) => __TAURI_INVOKE<EvidenceReviewPage>("evidence_review", { after }),
 	/**  One page of retrieval events. */
-	retrievalEvents: (agent: string | null, after: string | null) => __TAURI_INVOKE<RetrievalEventPage>("retrieval_events", { agent, after }),
+	retrievalEvents: (agent: AgentId | null, after: RetrievalEventId | null) => __TAURI_INVOKE<RetrievalEventList>("retrieval_events", { agent, after }),
 	/**  One retrieval event with its selections' score components. */
-	retrievalEvent: (eventId: string) => __TAURI_INVOKE<RetrievalEventDetail>("retrieval_event", { eventId }),
+	retrievalEvent: (eventId: RetrievalEventId) => __TAURI_INVOKE<RetrievalEventDetail>("retrieval_event", { eventId }),
 	/**  Is this entry eligible in this conversation, and if not, which rule rejects it? */
-	explain: (entryId: string, conversationId: string) => __TAURI_INVOKE<Explanation>("explain", { entryId, conversationId }),
+	explain: (entryId: EntryId, conversationId: ConversationId) => __TAURI_INVOKE<Explanation>("explain", { entryId, conversationId }),
 	/**  Sharing requests (`pending` by default; `all` for every state). */
-	sharingRequests: (state: string | null) => __TAURI_INVOKE<SharingRequest[]>("sharing_requests", { state }),
+	sharingRequests: (state: string | null) => __TAURI_INVOKE<SharingRequestView[]>("sharing_requests", { state }),
 	/**
 	 *  Approve (creating a revision-scoped grant) or deny a pending request, with a reason. Runs as
 	 *  the operator's own role, which the database records.
 	 */
-	decideSharingRequest: (requestId: string, approve: boolean, reason: string) => __TAURI_INVOKE<Decision>("decide_sharing_request", { requestId, approve, reason }),
+	decideSharingRequest: (requestId: SharingRequestId, approve: boolean, reason: string) => __TAURI_INVOKE<Decision>("decide_sharing_request", { requestId, approve, reason }),
 };
 
 /* Types */
-/**  An actor for pickers. */
-export type Actor = {
-	/**  Id. */
-	id: string,
-	/**  `Name (id U123)`. */
+/**  An actor for pickers, with the label prompts render for it. */
+export type ActorChoice = {
+	/**  Actor id. */
+	id: ActorId,
+	/**  Person, agent or service. */
+	kind: ActorKind,
+	/**  `Name (id U123)`: distinct even when display names collide. */
 	label: string,
 };
 
+/**  A stable person, agent or service identity; display names are mutable, this is not. */
+export type ActorId = string;
+
+/**  What kind of party an actor is. */
+export type ActorKind = 
+/**  A person. */
+"human" | 
+/**  An AI agent (every runtime agent has one for its own outbound voice). */
+"agent" | 
+/**  A bot or integration. */
+"service";
+
+/**  One memory perspective: every memory row belongs to exactly one runtime agent. */
+export type AgentId = string;
+
 /**  A runtime agent for pickers. */
-export type Agent = {
-	/**  Id. */
-	id: string,
-	/**  Name. */
+export type AgentSummary = {
+	/**  Agent id. */
+	id: AgentId,
+	/**  Unique name. */
 	name: string,
-	/**  Live entries. */
+	/**  Live entries it holds. */
 	live_entries: number,
 };
 
-/**  Memory browser filter; empty strings mean "any". */
+/**  Which entries the memory browser shows. Every field narrows the list; `None` means any. */
 export type BrowseFilter = {
-	/**  Runtime agent id. */
-	agent: string | null,
-	/**  Subject actor id. */
-	subject: string | null,
-	/**  `live` or `forgotten`. */
-	state: string | null,
-	/**  Words or a pasted entry/revision id. */
+	/**  Only this runtime agent's memory. */
+	agent: AgentId | null,
+	/**  Only entries whose current revision is about this actor. */
+	subject: ActorId | null,
+	/**  Only live or only forgotten entries. */
+	state: EntryState | null,
+	/**
+	 *  Full-text words over the current body (PostgreSQL `websearch_to_tsquery`), or an entry or
+	 *  revision id pasted in whole.
+	 */
 	text: string | null,
+};
+
+/**  Which candidate source proposed a row. */
+export type CandidateSource = 
+/**  About the current actor. */
+"subject" | 
+/**  Formed in the destination conversation. */
+"conversation" | 
+/**  PostgreSQL full-text match. */
+"lexical" | 
+/**  Vector similarity. */
+"semantic" | 
+/**  Flagged always-on. */
+"always_on";
+
+/**  The inspectable parts of a final score. */
+export type Components = {
+	/**  Which candidate sources proposed the memory. */
+	sources: CandidateSource[],
+	/**  Full-text rank and contribution, if it matched. */
+	lexical: RankContribution | null,
+	/**  Vector-similarity rank and contribution, if it matched. */
+	semantic: RankContribution | null,
+	/**  Added because the memory is about the person the query is about. */
+	subject_boost: number | null,
+	/**
+	 *  Why the subject matched (absent when it did not, and in events recorded before the
+	 *  query's named people were resolved).
+	 */
+	subject_match?: SubjectMatch | null,
+	/**  Added because the memory was formed in this conversation. */
+	conversation_boost: number | null,
+	/**  Recency term (decays with the revision's age). */
+	recency: number | null,
+	/**  Added because the entry is always-on. */
+	always_on: number | null,
 };
 
 /**  A failed command. Nothing was written when a command fails. */
@@ -90,87 +146,134 @@ export type ConsoleStatus = {
 	database_label: string,
 	/**  No operator role exists yet on the embedded cluster: the first run asks for one. */
 	needs_first_operator: boolean,
-	/**  The current session, if signed in. */
-	session: Session | null,
+	/**  The current session, if signed in: the role and what it may do. */
+	session: OperatorRights | null,
 };
 
 /**  A conversation for pickers. */
-export type Conversation = {
-	/**  Id. */
-	id: string,
-	/**  Runtime agent. */
-	agent_id: string,
-	/**  Title. */
+export type ConversationChoice = {
+	/**  Conversation id. */
+	id: ConversationId,
+	/**  Owning runtime agent. */
+	runtime_agent_id: AgentId,
+	/**  Title (e.g. `#engineering`). */
 	title: string,
-	/**  Topology. */
+	/**  `direct`, `group`, `channel` or `unknown`. */
 	topology: string,
+	/**  Connector name. */
+	connector: string,
 };
 
-/**  The outcome of an operator decision. */
+/**  A conversation of one runtime agent on one connector channel. */
+export type ConversationId = string;
+
+/**  Which count a search's costs are in. */
+export type CostBound = 
+/**  UTF-8 bytes: an upper bound on the tokens of any tokenizer in use (the contract's bound). */
+"bytes" | 
+/**  Tokens of the configured model tokenizer. */
+"tokenizer";
+
+/**  The outcome of an operator decision, as the queue confirms it. */
 export type Decision = {
-	/**  Request id. */
-	request_id: string,
-	/**  `approved` or `denied`. */
-	state: string,
+	/**  The request decided. */
+	request_id: SharingRequestId,
+	/**  Approved or denied. */
+	state: DecisionState,
 	/**  The grant created by an approval. */
-	grant_id: string | null,
+	grant_id: SharingGrantId | null,
 	/**  The role recorded as the decider. */
 	decided_by: string,
 };
 
-/**  An entry with its history and the lineage nodes the graph draws. */
+/**  What an operator decided about a sharing request. */
+export type DecisionState = 
+/**  Released: a revision-scoped grant was created. */
+"approved" | 
+/**  Refused; nothing was released. */
+"denied";
+
+/**
+ *  An entry with its whole history and the lineage nodes its sources name, for the entry page
+ *  and its lineage graph.
+ */
 export type EntryDetail = {
-	/**  Entry id. */
-	entry_id: string,
-	/**  Agent id. */
-	agent_id: string,
-	/**  State. */
-	state: string,
-	/**  Always-on. */
-	always_on: boolean,
-	/**  Restriction. */
-	restriction: string,
-	/**  Current revision. */
-	current_revision_id: string,
-	/**  Revisions, oldest first. */
-	revisions: Revision[],
-	/**  Messages named by any revision's lineage. */
+	/**  Transcript messages named by any revision's lineage. */
 	messages: LineageMessage[],
-	/**  Revisions of other entries (or parents) named by the lineage. */
+	/**  Revisions (parents or retrieved memories) named by any revision's lineage. */
 	linked_revisions: LineageRevision[],
-};
+} & EntryHistory;
 
-/**  A page of the memory browser. */
-export type EntryPage = {
-	/**  Rows, newest first. */
-	entries: EntryRow[],
-	/**  Cursor of the next page. */
-	next_after: string | null,
-};
-
-/**  One memory browser row. */
-export type EntryRow = {
+/**  An entry with everything it ever was. */
+export type EntryHistory = {
 	/**  Entry id. */
-	entry_id: string,
-	/**  Agent name. */
-	agent_name: string,
-	/**  `live` or `forgotten`. */
-	state: string,
-	/**  Always-on. */
+	entry_id: EntryId,
+	/**  Owning runtime agent. */
+	runtime_agent_id: AgentId,
+	/**  Live or forgotten. */
+	state: EntryState,
+	/**  Always-on flag. */
 	always_on: boolean,
-	/**  Restriction. */
+	/**  `none` or `conversation_only`. */
+	restriction: string,
+	/**  The conversation a `conversation_only` entry is confined to. */
+	restricted_conversation_id: ConversationId | null,
+	/**  Where the memory was formed. */
+	origin_conversation_id: ConversationId | null,
+	/**  The current revision. */
+	current_revision_id: RevisionId,
+	/**  Revisions, oldest first. */
+	revisions: RevisionView[],
+};
+
+/**  The mutable handle of a memory (state, flags, current revision). */
+export type EntryId = string;
+
+/**  A page of entries plus the cursor of the next page (`None` on the last page). */
+export type EntryPage = {
+	/**  Newest first. */
+	entries: EntrySummary[],
+	/**  Pass as `after` to get the next page. */
+	next_after: EntryId | null,
+};
+
+/**  Whether an entry can still be retrieved. */
+export type EntryState = 
+/**  Retrievable (subject to eligibility). */
+"live" | 
+/**  Retired; its history is kept. */
+"forgotten";
+
+/**  One row of the memory browser: an entry with its current revision. */
+export type EntrySummary = {
+	/**  Entry id (also the keyset cursor). */
+	entry_id: EntryId,
+	/**  Owning runtime agent. */
+	runtime_agent_id: AgentId,
+	/**  Its name. */
+	agent_name: string,
+	/**  Live or forgotten. */
+	state: EntryState,
+	/**  Always-on flag. */
+	always_on: boolean,
+	/**  `none` or `conversation_only`. */
 	restriction: string,
 	/**  Current revision. */
-	current_revision_id: string,
-	/**  Its number. */
+	current_revision_id: RevisionId,
+	/**  Its number (1 = never amended). */
 	revision_number: number,
-	/**  Body preview. */
+	/**  The start of the current body. */
 	body_preview: string,
-	/**  Subject label. */
+	/**  Subject of the current revision, `None` = unresolved. */
+	subject: ActorId | null,
+	/**  Rendered subject label. */
 	subject_label: string | null,
-	/**  Last change. */
+	/**  When the entry last changed. */
 	updated_at: string,
-	/**  Withheld for unknown evidence. */
+	/**
+	 *  Whether any source of the current revision has unknown audience evidence (so retrieval
+	 *  withholds it until it is reviewed or released).
+	 */
 	evidence_unknown: boolean,
 };
 
@@ -189,329 +292,406 @@ export type ErrorKind =
 /**  The request conflicts with the current state (already decided, no longer current...). */
 "conflict";
 
-/**  Audience evidence of a source. */
-export type Evidence = {
-	/**  `known` or `unknown`. */
-	state: string,
-	/**  Actor ids of a known audience. */
-	actors: string[],
-	/**  Their labels. */
-	labels: string[],
-};
-
-/**  Whether an entry may be used in a conversation, and which rule decides. */
-export type Explanation = {
-	/**  Entry id. */
-	entry_id: string,
-	/**  Current revision checked. */
-	revision_id: string,
-	/**  Eligible or not. */
-	eligible: boolean,
-	/**  Rule name (`eligible`, `unknown_evidence`, ...). */
-	rule: string,
-	/**  Sentence. */
-	explanation: string,
-	/**  Destination audience labels. */
-	audience: string[],
-	/**  The source that failed, if a source rule decided. */
-	failing_source: FailingSource | null,
-};
-
-/**  The source a rejection names. */
-export type FailingSource = {
-	/**  Source id. */
-	source_id: string,
-	/**  Kind. */
-	kind: string,
-	/**  Evidence basis. */
-	evidence_basis: string,
-	/**  Audience members who could not read the source. */
-	missing_actors: string[],
-};
-
-/**  A transcript message named by a lineage. */
-export type LineageMessage = {
-	/**  Id. */
-	id: string,
-	/**  Conversation title. */
-	conversation_title: string,
-	/**  Direction. */
-	direction: string,
-	/**  Sender name. */
-	sender_name: string,
-	/**  Connector-authenticated sender. */
-	authenticated: boolean,
-	/**  Sent at. */
-	sent_at: string,
-	/**  Excerpt. */
-	excerpt: string,
-};
-
-/**  A revision named by a lineage. */
-export type LineageRevision = {
-	/**  Id. */
-	id: string,
-	/**  Its entry. */
-	entry_id: string,
-	/**  Number. */
-	revision_number: number,
-	/**  Body preview. */
-	body_preview: string,
-};
-
-/**  A retrieval event in full. */
-export type RetrievalEventDetail = {
-	/**  Id. */
-	id: string,
-	/**  Agent id. */
-	agent_id: string,
-	/**  Conversation id. */
-	conversation_id: string,
-	/**  `prompt` or `recall`. */
-	mode: string,
-	/**  Whether a query digest was kept. */
+/**  An audited search as the console shows it: why each memory was selected, from durable state. */
+export type EventExplanation = {
+	/**  The event. */
+	event_id: RetrievalEventId,
+	/**  Runtime agent. */
+	agent: AgentId,
+	/**  Destination conversation. */
+	conversation: ConversationId,
+	/**  Current actor of the turn. */
+	current_actor: ActorId | null,
+	/**  Prompt or recall. */
+	mode: RetrievalMode,
+	/**  Whether a keyed query digest was recorded (the digest itself is not shown). */
 	has_query_digest: boolean,
 	/**  Whether the query was empty. */
 	query_was_empty: boolean,
-	/**  Destination audience labels. */
-	destination_audience: string[],
-	/**  Selections in rank order. */
-	selections: Selection[],
-	/**  Skipped as oversized. */
-	skipped: Skipped[],
-	/**  Withheld categories and counts. */
-	withheld: WithheldCount[],
-	/**  Candidates. */
+	/**  Audience snapshot. */
+	destination_audience: ActorId[],
+	/**  Selections with components, in rank order. */
+	selections: StoredSelection[],
+	/**  Entries skipped by packing. */
+	skipped: SkippedEntry[],
+	/**  Withheld full-text matches by rule (counts only). */
+	withheld: { [key in string]: number },
+	/**  Candidates after the union. */
 	candidate_count: number,
-	/**  Tokens used. */
+	/**  Cost of the selection. */
 	cost_tokens: number,
+	/**  Which count `cost_tokens` is in. */
+	cost_bound: CostBound,
 	/**  Token allowance. */
 	token_budget: number,
 	/**  Count allowance. */
 	count_budget: number,
-	/**  Duration in milliseconds. */
-	elapsed_ms: number | null,
-	/**  Headline degradation. */
+	/**  Duration of the search. */
+	elapsed_micros: number,
+	/**  First degradation category by precedence. */
 	degradation_category: string | null,
-	/**  All degradations. */
+	/**  All degradation categories. */
 	degradation_categories: string[],
-	/**  When. */
+	/**  When it happened. */
 	created_at: string,
 };
 
-/**  A page of retrieval events. */
-export type RetrievalEventPage = {
-	/**  Rows. */
-	events: RetrievalEventRow[],
-	/**  Next cursor. */
-	next_after: string | null,
-};
-
-/**  One retrieval event row. */
-export type RetrievalEventRow = {
-	/**  Id. */
-	id: string,
-	/**  Agent name. */
-	agent_name: string,
-	/**  Conversation title. */
-	conversation_title: string,
-	/**  `prompt` or `recall`. */
-	mode: string,
-	/**  Destination audience labels. */
-	destination_audience: string[],
-	/**  Selected count. */
-	selected_count: number,
-	/**  Candidates. */
-	candidate_count: number,
-	/**  Tokens used. */
-	cost_tokens: number,
-	/**  Token allowance. */
-	token_budget: number,
-	/**  Headline degradation. */
-	degradation_category: string | null,
-	/**  All degradations. */
-	degradation_categories: string[],
-	/**  When. */
-	created_at: string,
-};
-
-/**  One evidence-review row. */
-export type ReviewItem = {
-	/**  Revision id. */
-	revision_id: string,
-	/**  Entry id. */
-	entry_id: string,
-	/**  Agent name. */
+/**  A revision withheld from retrieval because a source's audience is not proven. */
+export type EvidenceReviewItem = {
+	/**  The revision (also the keyset cursor). */
+	revision_id: RevisionId,
+	/**  Its entry. */
+	entry_id: EntryId,
+	/**  Owning runtime agent. */
+	runtime_agent_id: AgentId,
+	/**  Its name. */
 	agent_name: string,
 	/**  Revision number. */
 	revision_number: number,
-	/**  Body preview. */
+	/**  The start of the body. */
 	body_preview: string,
-	/**  Subject. */
+	/**  Rendered subject label. */
 	subject_label: string | null,
-	/**  Written at. */
+	/**  When it was written. */
 	created_at: string,
-	/**  Unknown sources. */
+	/**  How many of its sources have unknown evidence. */
 	unknown_sources: number,
-	/**  Their kinds. */
-	unknown_source_kinds: string[],
-	/**  Why unknown. */
+	/**  Which kinds of source they are, deduplicated (in the order of their names). */
+	unknown_source_kinds: SourceKind[],
+	/**  Why their evidence is unknown, deduplicated. */
 	evidence_bases: string[],
 };
 
-/**  A page of the evidence review. */
-export type ReviewPage = {
-	/**  Rows. */
-	items: ReviewItem[],
-	/**  Next cursor. */
-	next_after: string | null,
+/**  A page of the evidence-review queue. */
+export type EvidenceReviewPage = {
+	/**  Newest first. */
+	items: EvidenceReviewItem[],
+	/**  Pass as `after` to get the next page. */
+	next_after: RevisionId | null,
 };
 
-/**  One revision. */
-export type Revision = {
-	/**  Id. */
-	id: string,
-	/**  Number. */
-	revision_number: number,
-	/**  `create` or `amend`. */
-	operation: string,
-	/**  Body. */
-	body: string,
-	/**  Subject label. */
-	subject_label: string | null,
-	/**  Source actor label. */
-	source_label: string | null,
-	/**  Written at. */
-	created_at: string,
-	/**  Lineage. */
-	sources: Source[],
+/**  Audience evidence of one source as shown to operators. */
+export type EvidenceView = 
+/**  The actors who could read the source. */
+{ state: "known"; 
+/**  Actor ids. */
+actors: ActorId[]; 
+/**  Their current labels, same order. */
+labels: string[] } | 
+/**  Not proven; the revision is withheld from retrieval until reviewed or released. */
+{ state: "unknown" };
+
+/**
+ *  Whether an entry may be used in a conversation and which rule decides, with every actor
+ *  labelled (the eligibility context itself stays in the core: it cannot be serialised back).
+ */
+export type Explanation = {
+	/**  The entry asked about. */
+	entry_id: EntryId,
+	/**  Its current revision, the one retrieval would use. */
+	revision_id: RevisionId,
+	/**  The verdict. */
+	eligible: boolean,
+	/**  The deciding rule's name (`eligible`, `unknown_evidence`, ...). */
+	rule: string,
+	/**  The verdict in words. */
+	explanation: string,
+	/**  Labels of the destination audience the entry was judged against. */
+	audience: string[],
+	/**  The source that failed, when a source rule decided. */
+	failing_source: FailingSource | null,
 };
 
-/**  Score components of one selection (each bar of the chart). */
-export type ScoreComponents = {
-	/**  Candidate sources that proposed it. */
-	sources: string[],
-	/**  Lexical rank, if matched. */
-	lexical_rank: number | null,
-	/**  Lexical reciprocal-rank contribution. */
-	lexical: number | null,
-	/**  Semantic rank, if matched. */
-	semantic_rank: number | null,
-	/**  Semantic contribution. */
-	semantic: number | null,
-	/**  Subject boost. */
-	subject_boost: number | null,
-	/**  Conversation boost. */
-	conversation_boost: number | null,
-	/**  Recency. */
-	recency: number | null,
-	/**  Always-on. */
-	always_on: number | null,
+/**  The source a rejection names, with the readers it lacks labelled. */
+export type FailingSource = {
+	/**  The source row. */
+	source_id: SourceId,
+	/**  What it points at. */
+	kind: SourceKind,
+	/**  How its evidence was established. */
+	evidence_basis: string,
+	/**  Labels of the destination readers missing from its known audience. */
+	missing_actors: string[],
 };
 
-/**  One selected revision of an event. */
-export type Selection = {
-	/**  Entry id. */
-	entry_id: string,
+/**  A transcript message as the lineage graph shows it. */
+export type LineageMessage = {
+	/**  Message id. */
+	id: MessageId,
+	/**  Where it was said. */
+	conversation_id: ConversationId,
+	/**  That conversation's title. */
+	conversation_title: string,
+	/**  `inbound` or `outbound`. */
+	direction: string,
+	/**  Sender actor. */
+	sender: ActorId,
+	/**  Sender display name (current). */
+	sender_name: string,
+	/**  Whether a connector authenticated the sender. */
+	authenticated: boolean,
+	/**  When it was sent. */
+	sent_at: string,
+	/**  The start of the message. */
+	excerpt: string,
+};
+
+/**  A revision that another revision names as a source, for the lineage graph. */
+export type LineageRevision = {
 	/**  Revision id. */
-	revision_id: string,
+	id: RevisionId,
+	/**  Its entry. */
+	entry_id: EntryId,
 	/**  Revision number. */
 	revision_number: number,
-	/**  Final score. */
-	score: number | null,
-	/**  Components. */
-	components: ScoreComponents,
-	/**  Why it was selected. */
-	reason: string,
-	/**  Token cost. */
-	cost_tokens: number,
+	/**  The start of its body. */
+	body_preview: string,
 };
 
-/**  A signed-in operator and what the role may do. */
-export type Session = {
-	/**  PostgreSQL role name (`session_user`), recorded with every decision. */
+/**  A transcript message, kept as evidence of who said what to whom. */
+export type MessageId = string;
+
+/**  What a signed-in role may do in the console, and why not, in words the UI shows. */
+export type OperatorRights = {
+	/**  The PostgreSQL role the session authenticated as (`session_user`). */
 	role: string,
-	/**  May read memory and audit rows. */
+	/**  It may read memory, lineage and audit rows. */
 	can_browse: boolean,
-	/**  May approve or deny sharing requests. */
+	/**  It may approve or deny sharing requests (EXECUTE on the operator functions). */
 	can_approve: boolean,
-	/**  Why a right is missing, in words. */
+	/**  Why `can_approve` (or `can_browse`) is false, for the UI. */
 	limitation: string | null,
 };
 
-/**  A sharing request for the queue. */
-export type SharingRequest = {
-	/**  Id. */
-	id: string,
-	/**  State. */
-	state: string,
-	/**  Agent name. */
+/**  A relevance source's rank (from 1) and its reciprocal-rank contribution. */
+export type RankContribution = {
+	/**  Position in that source's result list, best = 1. */
+	rank: number,
+	/**  `1 / (k + rank)`. */
+	rrf: number | null,
+};
+
+/**
+ *  One audited search in full (selections, score components, skipped and withheld counts),
+ *  with its destination audience labelled.
+ */
+export type RetrievalEventDetail = {
+	/**  Labels of `destination_audience`, same order. */
+	audience_labels: string[],
+} & EventExplanation;
+
+/**  One audited retrieval. */
+export type RetrievalEventId = string;
+
+/**  A page of the retrieval-events list. */
+export type RetrievalEventList = {
+	/**  Newest first. */
+	events: RetrievalEventRow[],
+	/**  Pass as `after` to get the next page. */
+	next_after: RetrievalEventId | null,
+};
+
+/**  One retrieval event of the events list, with its destination audience labelled. */
+export type RetrievalEventRow = {
+	/**  Labels of `destination_audience`, same order. */
+	audience_labels: string[],
+} & RetrievalEventSummary;
+
+/**  One row of the retrieval-events list (the audit table, newest first). */
+export type RetrievalEventSummary = {
+	/**  Event id (also the keyset cursor). */
+	id: RetrievalEventId,
+	/**  Runtime agent. */
+	runtime_agent_id: AgentId,
+	/**  Its name. */
 	agent_name: string,
+	/**  Destination conversation. */
+	conversation_id: ConversationId,
+	/**  Its title. */
+	conversation_title: string,
+	/**  Prompt assembly or the recall tool. */
+	mode: RetrievalMode,
+	/**  The destination audience the eligibility predicate ran against. */
+	destination_audience: ActorId[],
+	/**  How many revisions were selected. */
+	selected_count: number,
+	/**  How many candidates were considered. */
+	candidate_count: number,
+	/**  Tokens used, of `token_budget`. */
+	cost_tokens: number,
+	/**  The token allowance. */
+	token_budget: number,
+	/**  The headline degradation category, if retrieval degraded. */
+	degradation_category: string | null,
+	/**  Every degradation category recorded. */
+	degradation_categories: string[],
+	/**  When it happened. */
+	created_at: string,
+};
+
+/**  Who asked: automatic prompt assembly or the agent's recall tool (the `retrieval_mode` enum). */
+export type RetrievalMode = 
+/**  Automatic context assembly for a turn. */
+"prompt" | 
+/**  The agent-facing recall tool. */
+"recall";
+
+/**  One immutable revision of a memory; grants and embeddings attach here. */
+export type RevisionId = string;
+
+/**  One immutable revision with its lineage. */
+export type RevisionView = {
 	/**  Revision id. */
-	revision_id: string,
-	/**  Entry id. */
-	entry_id: string,
+	id: RevisionId,
+	/**  1, 2, ... */
+	revision_number: number,
+	/**  `create` or `amend`. */
+	operation: string,
+	/**  The stored body (never contains rendered labels). */
+	body: string,
+	/**  Subject actor, `None` = not resolved. */
+	subject: ActorId | null,
+	/**  Rendered subject label. */
+	subject_label: string | null,
+	/**  Who supplied the claim. */
+	source_actor: ActorId | null,
+	/**  Rendered source label. */
+	source_label: string | null,
+	/**  When it was written. */
+	created_at: string,
+	/**  Lineage. */
+	sources: SourceView[],
+};
+
+/**  A sharing grant row. */
+export type SharingGrantId = string;
+
+/**  A sharing request row. */
+export type SharingRequestId = string;
+
+/**
+ *  A sharing request as the operator queue shows it: the revision, who asked, where, and the
+ *  proposed audience. Bodies are shown to operators, whose job is to judge them.
+ */
+export type SharingRequestView = {
+	/**  Request id. */
+	id: string,
+	/**  `pending`, `approved`, `denied` or `expired`. */
+	state: string,
+	/**  Runtime agent. */
+	runtime_agent_id: AgentId,
+	/**  Its name. */
+	agent_name: string,
+	/**  The revision the request would release. */
+	revision_id: RevisionId,
+	/**  Its entry. */
+	entry_id: EntryId,
 	/**  Revision number. */
 	revision_number: number,
-	/**  Body that would be released. */
+	/**  The revision's body. */
 	body: string,
-	/**  Still current. */
+	/**  Whether the revision is still its live entry's current one (otherwise it cannot be approved). */
 	revision_is_current: boolean,
-	/**  Requested by. */
+	/**  Who (which actor) asked. */
 	requested_by: string,
-	/**  Requested in. */
+	/**  Conversation the request was made in. */
 	requested_in: string,
-	/**  Target conversation. */
+	/**  Conversation the memory would be shared into, if named. */
 	target_conversation: string | null,
-	/**  Rationale. */
+	/**  The model's stated reason. */
 	rationale: string,
-	/**  Proposed audience names. */
-	proposed_audience: string[],
-	/**  Created. */
+	/**  The proposed audience. */
+	proposed_audience: ActorId[],
+	/**  Their labels (`Name (id U123)`), same order. */
+	proposed_audience_names: string[],
+	/**  When it was made. */
 	created_at: string,
-	/**  Expires. */
+	/**  When it lapses. */
 	expires_at: string,
-	/**  Decided. */
+	/**  When it was decided. */
 	decided_at: string | null,
-	/**  Decided by. */
+	/**  Who decided (an operator's role name or the source actor). */
 	decided_by: string | null,
-	/**  Decision reason. */
+	/**  The recorded reason. */
 	decision_reason: string | null,
 };
 
-/**  An entry skipped because it did not fit. */
-export type Skipped = {
-	/**  Entry id. */
-	entry_id: string,
-	/**  Revision id. */
-	revision_id: string,
-	/**  Cost. */
+/**  Why an entry was left out by packing. */
+export type SkipReason = 
+/**  It alone costs more than the whole allowance. */
+"larger_than_allowance" | 
+/**  It costs more than what higher-ranked entries left. */
+"larger_than_remaining";
+
+/**  An entry skipped by packing (reported in results and the audit; ids and cost only). */
+export type SkippedEntry = {
+	/**  The entry. */
+	entry_id: EntryId,
+	/**  Its current revision. */
+	revision_id: RevisionId,
+	/**  Its cost in upper-bound tokens. */
 	cost_tokens: number,
-	/**  Why. */
-	reason: string,
+	/**  Why it was skipped. */
+	reason: SkipReason,
 };
 
-/**  One lineage source. */
-export type Source = {
+/**  A lineage source row of a revision. */
+export type SourceId = string;
+
+/**
+ *  What a stored lineage source points at (the `revision_source_kind` enum), so readers of
+ *  `revision_sources` get a closed set instead of a string to compare.
+ */
+export type SourceKind = 
+/**  The authenticated inbound message of the turn that wrote the revision. */
+"message" | 
+/**  A transcript message loaded into that turn. */
+"history_message" | 
+/**  The revision an amendment replaced. */
+"parent_revision" | 
+/**  A memory retrieved in that turn. */
+"retrieved_revision";
+
+/**  One lineage source of a revision. */
+export type SourceView = {
 	/**  Source row id. */
-	id: string,
-	/**  `message`, `history_message`, `parent_revision`, `retrieved_revision`. */
-	kind: string,
-	/**  Message id. */
-	message_id: string | null,
-	/**  Referenced revision id. */
-	parent_revision_id: string | null,
+	id: SourceId,
+	/**  What the source points at. */
+	kind: SourceKind,
+	/**  The message, for message sources. */
+	message_id: MessageId | null,
+	/**  The conversation the message was said in. */
+	conversation_id: ConversationId | null,
+	/**  The referenced revision, for revision sources. */
+	parent_revision_id: RevisionId | null,
 	/**  Audience evidence. */
-	evidence: Evidence,
-	/**  How it was established. */
+	evidence: EvidenceView,
+	/**  How the evidence was established. */
 	evidence_basis: string,
 };
 
-/**  A withheld-eligibility category and how many candidates it withheld (never their text). */
-export type WithheldCount = {
-	/**  Rule / category. */
-	category: string,
-	/**  How many. */
-	count: number,
+/**  A selection as the audit stores it: ids, score, components and reason (no body, no labels). */
+export type StoredSelection = {
+	/**  The entry. */
+	entry_id: EntryId,
+	/**  The revision used. */
+	revision_id: RevisionId,
+	/**  Its number. */
+	revision_number: number,
+	/**  Final score. */
+	score: number | null,
+	/**  Score components. */
+	components: Components,
+	/**  Why it was chosen. */
+	reason: string,
+	/**  Its cost in upper-bound tokens. */
+	cost_tokens: number,
 };
+
+/**  Why a memory counted as being about the person the query is about. */
+export type SubjectMatch = 
+/**  The query names no one the audience knows of, and the memory is about the speaker. */
+"current_speaker" | 
+/**  The memory is about a person the query names (display name or connector id). */
+"named_in_query";
 

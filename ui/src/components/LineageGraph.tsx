@@ -1,6 +1,6 @@
 import { useMemo } from "react";
 import { Background, Controls, Position, ReactFlow, type Edge, type Node } from "@xyflow/react";
-import type { EntryDetail, Revision, Source } from "../api";
+import type { EntryDetail, RevisionView as Revision, SourceView as Source } from "../api";
 
 function evidenceText(source: Source): string {
   return source.evidence.state === "known"
@@ -58,7 +58,7 @@ export function LineageGraph({ detail, revision }: { detail: EntryDetail; revisi
         id: `edge-${source.id}`,
         source: `src-${source.id}`,
         target: `rev-${revision.id}`,
-        label: unknown ? "unknown" : `known · ${source.evidence.labels.length}`,
+        label: source.evidence.state === "known" ? `known · ${source.evidence.labels.length}` : "unknown",
         className: unknown ? "edge-unknown" : "edge-known",
         animated: unknown,
       });
@@ -91,7 +91,7 @@ export function LineageGraph({ detail, revision }: { detail: EntryDetail; revisi
 export function distinctSources(sources: Source[]): Source[] {
   const seen = new Set<string>();
   return sources.filter((s) => {
-    const key = `${s.kind}|${s.message_id ?? s.parent_revision_id}|${s.evidence.state}|${s.evidence.actors.join(",")}`;
+    const key = `${s.kind}|${s.message_id ?? s.parent_revision_id}|${s.evidence.state}|${s.evidence.state === "known" ? s.evidence.actors.join(",") : ""}`;
     if (seen.has(key)) return false;
     seen.add(key);
     return true;

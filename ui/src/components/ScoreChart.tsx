@@ -1,4 +1,4 @@
-import type { Selection } from "../api";
+import type { StoredSelection as Selection } from "../api";
 
 export const COMPONENTS = [
   { key: "lexical", label: "Lexical (RRF)", color: "var(--c1)" },
@@ -10,6 +10,13 @@ export const COMPONENTS = [
 ] as const;
 
 type Key = (typeof COMPONENTS)[number]["key"];
+
+/** One component's contribution to the score: the reciprocal-rank part for lexical and semantic. */
+function contribution(selection: Selection, key: Key): number {
+  const c = selection.components;
+  if (key === "lexical" || key === "semantic") return c[key]?.rrf ?? 0;
+  return c[key] ?? 0;
+}
 
 /**
  * Score components per selected revision as stacked horizontal bars (SVG): the bar's length is
@@ -40,7 +47,7 @@ export function ScoreChart({ selections }: { selections: Selection[] }) {
                 #{row + 1} rev {s.revision_number} · {s.entry_id.slice(0, 8)}
               </text>
               {COMPONENTS.map((c) => {
-                const value = (s.components[c.key as Key] as number | null) ?? 0;
+                const value = contribution(s, c.key);
                 if (!value) return null;
                 const w = (value / max) * barWidth;
                 const rect = (

@@ -1,6 +1,13 @@
 import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { render } from "@testing-library/react";
-import type { EntryDetail, EntryPage, RetrievalEventDetail, RetrievalEventPage, SharingRequest } from "../bindings";
+import type {
+  EntryDetail,
+  EntryPage,
+  RetrievalEventDetail,
+  RetrievalEventList,
+  SharingRequestView,
+  SourceView,
+} from "../bindings";
 
 /** Renders with a fresh query client (no retries, no cache between tests). */
 export function renderWithQuery(ui: React.ReactElement) {
@@ -12,6 +19,7 @@ export const entryPage: EntryPage = {
   entries: [
     {
       entry_id: "01900000-0000-7000-8000-000000000001",
+      runtime_agent_id: "agent",
       agent_name: "mesh-assistant",
       state: "live",
       always_on: false,
@@ -19,12 +27,14 @@ export const entryPage: EntryPage = {
       current_revision_id: "01900000-0000-7000-8000-0000000000a1",
       revision_number: 2,
       body_preview: "Leads the platform team since October (previously payments).",
+      subject: "a1",
       subject_label: "Dana (id U321)",
       updated_at: "2026-12-02T10:00:00Z",
       evidence_unknown: false,
     },
     {
       entry_id: "01900000-0000-7000-8000-000000000002",
+      runtime_agent_id: "agent",
       agent_name: "mesh-assistant",
       state: "live",
       always_on: false,
@@ -32,6 +42,7 @@ export const entryPage: EntryPage = {
       current_revision_id: "01900000-0000-7000-8000-0000000000a2",
       revision_number: 1,
       body_preview: "The Q3 budget review moved to Thursday.",
+      subject: null,
       subject_label: null,
       updated_at: "2026-12-02T09:00:00Z",
       evidence_unknown: true,
@@ -40,10 +51,11 @@ export const entryPage: EntryPage = {
   next_after: "01900000-0000-7000-8000-000000000002",
 };
 
-const knownSource = (id: string, message: string) => ({
+const knownSource = (id: string, message: string): SourceView => ({
   id,
   kind: "message",
   message_id: message,
+  conversation_id: "conv",
   parent_revision_id: null,
   evidence: { state: "known", actors: ["a1", "a2"], labels: ["Dana (id U321)", "Victor (id U123)"] },
   evidence_basis: "conversation members when the message was sent",
@@ -51,10 +63,12 @@ const knownSource = (id: string, message: string) => ({
 
 export const entryDetail: EntryDetail = {
   entry_id: "01900000-0000-7000-8000-000000000001",
-  agent_id: "agent",
+  runtime_agent_id: "agent",
   state: "live",
   always_on: false,
   restriction: "none",
+  restricted_conversation_id: null,
+  origin_conversation_id: "conv",
   current_revision_id: "rev-2",
   revisions: [
     {
@@ -62,7 +76,9 @@ export const entryDetail: EntryDetail = {
       revision_number: 1,
       operation: "create",
       body: "Leads the payments team.",
+      subject: "a1",
       subject_label: "Dana (id U321)",
+      source_actor: "a1",
       source_label: "Dana (id U321)",
       created_at: "2026-12-01T10:00:00Z",
       sources: [knownSource("s1", "m1")],
@@ -72,7 +88,9 @@ export const entryDetail: EntryDetail = {
       revision_number: 2,
       operation: "amend",
       body: "Leads the platform team.",
+      subject: "a1",
       subject_label: "Dana Smith (id U321)",
+      source_actor: "a1",
       source_label: "Dana (id U321)",
       created_at: "2026-12-02T10:00:00Z",
       sources: [
@@ -82,8 +100,9 @@ export const entryDetail: EntryDetail = {
           id: "s3",
           kind: "retrieved_revision",
           message_id: null,
+          conversation_id: null,
           parent_revision_id: "other-rev",
-          evidence: { state: "unknown", actors: [], labels: [] },
+          evidence: { state: "unknown" },
           evidence_basis: "that revision has a source of unknown audience",
         },
       ],
@@ -92,8 +111,10 @@ export const entryDetail: EntryDetail = {
   messages: [
     {
       id: "m1",
+      conversation_id: "conv",
       conversation_title: "#engineering",
       direction: "inbound",
+      sender: "a1",
       sender_name: "Dana",
       authenticated: true,
       sent_at: "2026-12-01T09:59:00Z",
@@ -103,14 +124,17 @@ export const entryDetail: EntryDetail = {
   linked_revisions: [{ id: "other-rev", entry_id: "e9", revision_number: 1, body_preview: "Forwarded budget note" }],
 };
 
-export const eventPage: RetrievalEventPage = {
+export const eventPage: RetrievalEventList = {
   events: [
     {
       id: "ev-1",
+      runtime_agent_id: "agent",
       agent_name: "mesh-assistant",
+      conversation_id: "conv",
       conversation_title: "#engineering",
       mode: "prompt",
-      destination_audience: ["Victor (id U123)", "Priya (id U456)"],
+      destination_audience: ["a3", "a4"],
+      audience_labels: ["Victor (id U123)", "Priya (id U456)"],
       selected_count: 2,
       candidate_count: 7,
       cost_tokens: 120,
@@ -124,13 +148,15 @@ export const eventPage: RetrievalEventPage = {
 };
 
 export const eventDetail: RetrievalEventDetail = {
-  id: "ev-1",
-  agent_id: "agent",
-  conversation_id: "conv",
+  event_id: "ev-1",
+  agent: "agent",
+  conversation: "conv",
+  current_actor: "a3",
   mode: "prompt",
   has_query_digest: true,
   query_was_empty: false,
-  destination_audience: ["Victor (id U123)", "Priya (id U456)"],
+  destination_audience: ["a3", "a4"],
+  audience_labels: ["Victor (id U123)", "Priya (id U456)"],
   selections: [
     {
       entry_id: "01900000-0000-7000-8000-000000000001",
@@ -139,10 +165,8 @@ export const eventDetail: RetrievalEventDetail = {
       score: 0.05,
       components: {
         sources: ["lexical", "conversation"],
-        lexical_rank: 1,
-        lexical: 0.0164,
-        semantic_rank: null,
-        semantic: 0,
+        lexical: { rank: 1, rrf: 0.0164 },
+        semantic: null,
         subject_boost: 0,
         conversation_boost: 0.02,
         recency: 0.0136,
@@ -153,20 +177,22 @@ export const eventDetail: RetrievalEventDetail = {
     },
   ],
   skipped: [{ entry_id: "big-entry", revision_id: "big-rev", cost_tokens: 5000, reason: "larger_than_allowance" }],
-  withheld: [{ category: "eligibility_withheld_unknown", count: 3 }],
+  withheld: { eligibility_withheld_unknown: 3 },
   candidate_count: 7,
   cost_tokens: 60,
+  cost_bound: "bytes",
   token_budget: 4096,
   count_budget: 8,
-  elapsed_ms: 4.2,
+  elapsed_micros: 4200,
   degradation_category: "semantic_unavailable",
   degradation_categories: ["semantic_unavailable"],
   created_at: "2026-12-02T10:00:00Z",
 };
 
-export const pendingRequest: SharingRequest = {
+export const pendingRequest: SharingRequestView = {
   id: "req-1",
   state: "pending",
+  runtime_agent_id: "agent",
   agent_name: "mesh-assistant",
   revision_id: "rev-9",
   entry_id: "entry-9",
@@ -177,7 +203,8 @@ export const pendingRequest: SharingRequest = {
   requested_in: "DM with Alex (U790)",
   target_conversation: "#engineering",
   rationale: "Alex asked me to tell the team.",
-  proposed_audience: ["Priya (id U456)", "Victor (id U123)"],
+  proposed_audience: ["a4", "a3"],
+  proposed_audience_names: ["Priya (id U456)", "Victor (id U123)"],
   created_at: "2026-12-02T10:00:00Z",
   expires_at: "2026-12-09T10:00:00Z",
   decided_at: null,

@@ -1,6 +1,6 @@
 import { useState } from "react";
 import { useQuery } from "@tanstack/react-query";
-import { commands, shortId, when, type EntryDetail, type Revision } from "../api";
+import { commands, shortId, when, type EntryDetail, type RevisionView as Revision } from "../api";
 import { diffWords } from "../diff";
 import { ErrorNote, Loading } from "../components/Status";
 import { LineageGraph, LineageList } from "../components/LineageGraph";

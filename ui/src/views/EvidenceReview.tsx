@@ -1,10 +1,10 @@
 import { useInfiniteQuery } from "@tanstack/react-query";
 import type { ColumnDef } from "@tanstack/react-table";
-import { commands, shortId, when, type ReviewItem } from "../api";
+import { commands, shortId, when, type EvidenceReviewItem } from "../api";
 import { DataTable } from "../components/DataTable";
 import { Empty, ErrorNote, Loading } from "../components/Status";
 
-const columns: ColumnDef<ReviewItem, unknown>[] = [
+const columns: ColumnDef<EvidenceReviewItem, unknown>[] = [
   { header: "Entry", accessorKey: "entry_id", cell: (c) => <code>{shortId(c.getValue() as string)}</code> },
   { header: "Memory", accessorKey: "body_preview", cell: (c) => <span className="body">{c.getValue() as string}</span> },
   { header: "Agent", accessorKey: "agent_name" },

@@ -1,11 +1,11 @@
 import { useEffect, useMemo, useState } from "react";
 import { useInfiniteQuery, useQuery } from "@tanstack/react-query";
 import type { ColumnDef } from "@tanstack/react-table";
-import { commands, shortId, when, type BrowseFilter, type EntryRow } from "../api";
+import { commands, shortId, when, type BrowseFilter, type EntryState, type EntrySummary } from "../api";
 import { DataTable } from "../components/DataTable";
 import { Empty, ErrorNote, Loading } from "../components/Status";
 
-const columns: ColumnDef<EntryRow, unknown>[] = [
+const columns: ColumnDef<EntrySummary, unknown>[] = [
   { header: "Entry", accessorKey: "entry_id", cell: (c) => <code>{shortId(c.getValue() as string)}</code> },
   { header: "Memory", accessorKey: "body_preview", cell: (c) => <span className="body">{c.getValue() as string}</span> },
   { header: "Subject", accessorKey: "subject_label", cell: (c) => (c.getValue() as string | null) ?? <em>unresolved</em> },
@@ -39,7 +39,7 @@ function useDebounced<T>(value: T, ms: number): T {
 export function MemoryBrowser({ onOpen }: { onOpen: (entryId: string) => void }) {
   const [agent, setAgent] = useState("");
   const [subject, setSubject] = useState("");
-  const [state, setState] = useState("");
+  const [state, setState] = useState<EntryState | "">("");
   const [text, setText] = useState("");
   const debouncedText = useDebounced(text, 250);
   const filter: BrowseFilter = useMemo(
@@ -98,7 +98,7 @@ export function MemoryBrowser({ onOpen }: { onOpen: (entryId: string) => void })
         </label>
         <label>
           State
-          <select value={state} onChange={(e) => setState(e.target.value)}>
+          <select value={state} onChange={(e) => setState(e.target.value as EntryState | "")}>
             <option value="">Any</option>
             <option value="live">Live</option>
             <option value="forgotten">Forgotten</option>

@@ -13,7 +13,7 @@ const columns: ColumnDef<RetrievalEventRow, unknown>[] = [
   { header: "Mode", accessorKey: "mode" },
   {
     header: "Destination audience",
-    accessorKey: "destination_audience",
+    accessorKey: "audience_labels",
     cell: (c) => (c.getValue() as string[]).join(", ") || <em>nobody</em>,
   },
   { header: "Selected", accessorKey: "selected_count" },
@@ -40,14 +40,15 @@ function EventDetail({ eventId, onOpenEntry }: { eventId: string; onOpenEntry: (
   if (event.isPending) return <Loading what="retrieval event" />;
   if (event.isError) return <ErrorNote error={event.error} onRetry={() => event.refetch()} />;
   const e = event.data;
+  const withheld = Object.entries(e.withheld);
   return (
     <article className="card" data-testid="event-detail" aria-label="Retrieval event detail" ref={card}>
       <h3>
-        Event <code>{shortId(e.id)}</code> <span className="badge">{e.mode}</span>
+        Event <code>{shortId(e.event_id)}</code> <span className="badge">{e.mode}</span>
       </h3>
       <dl className="facts">
         <dt>Destination audience</dt>
-        <dd>{e.destination_audience.join(", ") || "nobody"}</dd>
+        <dd>{e.audience_labels.join(", ") || "nobody"}</dd>
         <dt>Query</dt>
         <dd>
           {e.query_was_empty ? "empty" : "not stored"}; keyed digest {e.has_query_digest ? "recorded" : "not recorded"}
@@ -55,7 +56,7 @@ function EventDetail({ eventId, onOpenEntry }: { eventId: string; onOpenEntry: (
         <dt>Budget</dt>
         <dd>
           {e.cost_tokens} / {e.token_budget} tokens, {e.selections.length} / {e.count_budget} entries, {e.candidate_count}{" "}
-          candidates, {(e.elapsed_ms ?? 0).toFixed(1)} ms
+          candidates, {(e.elapsed_micros / 1000).toFixed(1)} ms
         </dd>
         <dt>Degradation</dt>
         <dd>{e.degradation_categories.length ? e.degradation_categories.join(", ") : "none"}</dd>
@@ -106,11 +107,11 @@ function EventDetail({ eventId, onOpenEntry }: { eventId: string; onOpenEntry: (
       )}
       <h4>Withheld by eligibility</h4>
       <p className="muted">Categories and counts only; withheld memory text is never shown.</p>
-      {e.withheld.length ? (
+      {withheld.length ? (
         <ul data-testid="withheld">
-          {e.withheld.map((w) => (
-            <li key={w.category}>
-              <span className="badge warn">{w.category}</span> × {w.count}
+          {withheld.map(([category, count]) => (
+            <li key={category}>
+              <span className="badge warn">{category}</span> × {count}
             </li>
           ))}
         </ul>

@@ -1,6 +1,6 @@
 import { useState } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { commands, errorMessage, shortId, when, type Decision, type Session, type SharingRequest } from "../api";
+import { commands, errorMessage, shortId, when, type Decision, type OperatorRights, type SharingRequestView } from "../api";
 import { Empty, ErrorNote, Loading } from "../components/Status";
 
 function RequestCard({
@@ -9,8 +9,8 @@ function RequestCard({
   onOpenEntry,
   onDecided,
 }: {
-  request: SharingRequest;
-  session: Session;
+  request: SharingRequestView;
+  session: OperatorRights;
   onOpenEntry: (id: string) => void;
   onDecided: (decision: Decision) => void;
 }) {
@@ -49,7 +49,7 @@ function RequestCard({
         <dt>Memory</dt>
         <dd className="quote">{request.body}</dd>
         <dt>Proposed audience</dt>
-        <dd data-testid="proposed-audience">{request.proposed_audience.join(", ") || "nobody"}</dd>
+        <dd data-testid="proposed-audience">{request.proposed_audience_names.join(", ") || "nobody"}</dd>
         <dt>Requested by</dt>
         <dd>
           {request.requested_by} in {request.requested_in}
@@ -116,7 +116,7 @@ function RequestCard({
 }
 
 /** The sharing-request queue: pending requests to approve or deny, and the decided history. */
-export function SharingQueue({ session, onOpenEntry }: { session: Session; onOpenEntry: (id: string) => void }) {
+export function SharingQueue({ session, onOpenEntry }: { session: OperatorRights; onOpenEntry: (id: string) => void }) {
   const [state, setState] = useState("pending");
   const [lastDecision, setLastDecision] = useState<Decision | null>(null);
   const requests = useQuery({ queryKey: ["sharing", state], queryFn: () => commands.sharingRequests(state) });

@@ -52,9 +52,9 @@ const reader = {
 beforeEach(() => {
   vi.resetAllMocks();
   mocked.listAgents.mockResolvedValue([{ id: "agent", name: "mesh-assistant", live_entries: 9 }]);
-  mocked.listSubjects.mockResolvedValue([{ id: "a1", label: "Dana (id U321)" }]);
+  mocked.listSubjects.mockResolvedValue([{ id: "a1", kind: "human", label: "Dana (id U321)" }]);
   mocked.listConversations.mockResolvedValue([
-    { id: "conv", agent_id: "agent", title: "#engineering", topology: "channel" },
+    { id: "conv", runtime_agent_id: "agent", title: "#engineering", topology: "channel", connector: "slack" },
   ]);
 });
 

@@ -1,0 +1,186 @@
+//! Operator views: what the console and the CLI show an operator, assembled once here so that
+//! neither shell collects ids or looks up labels itself. Each function reads through the store,
+//! retrieval or privacy APIs (the SQL stays with the module that owns each table) and renders
+//! actor ids as the labels prompts use (`Name (id U123)`, the id itself when the actor is gone).
+//!
+//! With the `specta` feature every view derives `specta::Type`, so the console's TypeScript
+//! bindings come from these types; the core knows nothing of the console itself.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RetrievalEventId, RevisionId, SourceId};
+use crate::privacy::{explain_entry, PrivacyError};
+use crate::retrieval::{explain_event, EventExplanation, RetrievalError};
+use crate::store::{
+    EntryHistory, LineageMessage, LineageRevision, RetrievalEventSummary, SourceKind, Store, StoreError,
+};
+
+/// An entry with its whole history and the lineage nodes its sources name, for the entry page
+/// and its lineage graph.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct EntryDetail {
+    /// The entry, every revision and every source, labels rendered.
+    #[serde(flatten)]
+    pub history: EntryHistory,
+    /// Transcript messages named by any revision's lineage.
+    pub messages: Vec<LineageMessage>,
+    /// Revisions (parents or retrieved memories) named by any revision's lineage.
+    pub linked_revisions: Vec<LineageRevision>,
+}
+
+/// One retrieval event of the events list, with its destination audience labelled.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct RetrievalEventRow {
+    /// The audited search.
+    #[serde(flatten)]
+    pub event: RetrievalEventSummary,
+    /// Labels of `destination_audience`, same order.
+    pub audience_labels: Vec<String>,
+}
+
+/// A page of the retrieval-events list.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct RetrievalEventList {
+    /// Newest first.
+    pub events: Vec<RetrievalEventRow>,
+    /// Pass as `after` to get the next page.
+    pub next_after: Option<RetrievalEventId>,
+}
+
+/// One audited search in full (selections, score components, skipped and withheld counts),
+/// with its destination audience labelled.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct RetrievalEventDetail {
+    /// The audit row as recorded.
+    #[serde(flatten)]
+    pub event: EventExplanation,
+    /// Labels of `destination_audience`, same order.
+    pub audience_labels: Vec<String>,
+}
+
+/// Whether an entry may be used in a conversation and which rule decides, with every actor
+/// labelled (the eligibility context itself stays in the core: it cannot be serialised back).
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct Explanation {
+    /// The entry asked about.
+    pub entry_id: EntryId,
+    /// Its current revision, the one retrieval would use.
+    pub revision_id: RevisionId,
+    /// The verdict.
+    pub eligible: bool,
+    /// The deciding rule's name (`eligible`, `unknown_evidence`, ...).
+    pub rule: String,
+    /// The verdict in words.
+    pub explanation: String,
+    /// Labels of the destination audience the entry was judged against.
+    pub audience: Vec<String>,
+    /// The source that failed, when a source rule decided.
+    pub failing_source: Option<FailingSource>,
+}
+
+/// The source a rejection names, with the readers it lacks labelled.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct FailingSource {
+    /// The source row.
+    pub source_id: SourceId,
+    /// What it points at.
+    pub kind: SourceKind,
+    /// How its evidence was established.
+    pub evidence_basis: String,
+    /// Labels of the destination readers missing from its known audience.
+    pub missing_actors: Vec<String>,
+}
+
+/// An entry with its history and lineage nodes, or `None` when there is no such entry.
+pub async fn entry_detail(store: &Store, entry: EntryId) -> Result<Option<EntryDetail>, StoreError> {
+    let Some(agent) = store.entry_owner(entry).await? else { return Ok(None) };
+    let Some(history) = store.entry_history(agent, entry).await? else { return Ok(None) };
+    let sources = history.revisions.iter().flat_map(|r| r.sources.iter());
+    let messages: Vec<_> = sources.clone().filter_map(|s| s.message_id).collect();
+    let revisions: Vec<_> = sources.filter_map(|s| s.parent_revision_id).collect();
+    let messages = store.lineage_messages(&messages).await?;
+    let linked_revisions = store.lineage_revisions(&revisions).await?;
+    Ok(Some(EntryDetail { history, messages, linked_revisions }))
+}
+
+/// One page of retrieval events (of `agent`, or of every agent), newest first, after the
+/// `next_after` cursor of the previous page.
+pub async fn retrieval_events(
+    store: &Store,
+    agent: Option<AgentId>,
+    after: Option<RetrievalEventId>,
+    limit: u32,
+) -> Result<RetrievalEventList, StoreError> {
+    let page = store.list_retrieval_events(agent, after, limit).await?;
+    let labels = Labels::of(store, page.events.iter().flat_map(|e| e.destination_audience.iter())).await?;
+    let events = page
+        .events
+        .into_iter()
+        .map(|event| RetrievalEventRow { audience_labels: labels.all(&event.destination_audience), event })
+        .collect();
+    Ok(RetrievalEventList { events, next_after: page.next_after })
+}
+
+/// One audited search, or `None` when there is no such event.
+pub async fn retrieval_event(
+    store: &Store,
+    event: RetrievalEventId,
+) -> Result<Option<RetrievalEventDetail>, RetrievalError> {
+    let Some(event) = explain_event(store.pool(), event).await? else { return Ok(None) };
+    let labels = Labels::of(store, event.destination_audience.iter()).await?;
+    Ok(Some(RetrievalEventDetail { audience_labels: labels.all(&event.destination_audience), event }))
+}
+
+/// Explains an entry's eligibility in a conversation (`agent` defaults to the entry's owner; see
+/// [`explain_entry`]), with the audience and the failing source's missing readers labelled.
+pub async fn explanation(
+    store: &Store,
+    agent: Option<AgentId>,
+    entry: EntryId,
+    conversation: ConversationId,
+) -> Result<Explanation, PrivacyError> {
+    let explained = explain_entry(store, agent, entry, conversation).await?;
+    let audience = explained.context.audience();
+    let missing = explained.failing_source.iter().flat_map(|f| f.missing_actors.iter());
+    let labels = Labels::of(store, audience.iter().chain(missing)).await?;
+    Ok(Explanation {
+        entry_id: explained.entry_id,
+        revision_id: explained.revision_id,
+        eligible: explained.eligible,
+        rule: explained.rule.name().to_owned(),
+        audience: labels.all(audience),
+        failing_source: explained.failing_source.map(|f| FailingSource {
+            source_id: f.source_id,
+            kind: f.kind,
+            evidence_basis: f.evidence_basis,
+            missing_actors: labels.all(&f.missing_actors),
+        }),
+        explanation: explained.explanation,
+    })
+}
+
+/// Current labels of a set of actors, read in one query.
+struct Labels(HashMap<ActorId, String>);
+
+impl Labels {
+    async fn of(store: &Store, actors: impl Iterator<Item = &ActorId>) -> Result<Self, StoreError> {
+        let mut actors: Vec<ActorId> = actors.copied().collect();
+        actors.sort();
+        actors.dedup();
+        let summaries = store.actor_summaries(&actors).await?;
+        Ok(Self(summaries.into_iter().map(|a| (a.id, a.label())).collect()))
+    }
+
+    /// Each actor's label, or its id when the actor row is gone.
+    fn all(&self, actors: &[ActorId]) -> Vec<String> {
+        actors.iter().map(|a| self.0.get(a).cloned().unwrap_or_else(|| a.to_string())).collect()
+    }
+}
