@@ -46,3 +46,26 @@ fn the_semantic_implementations_build_on_retrieval_s_interface() {
     assert!(!references("src/semantic", "crate::retrieval").is_empty());
     assert!(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/retrieval/semantic_source.rs").exists());
 }
+
+#[test]
+fn the_store_is_the_bottom_layer_and_shell_facing_modules_sit_on_top() {
+    // The store owns canonical rows and knows no policy, ranking or shell; privacy and retrieval
+    // know no view, constructor, turn or tool built on them.
+    let rules: [(&str, &[&str]); 3] = [
+        (
+            "src/store",
+            &["privacy", "retrieval", "semantic", "turn", "tools", "views", "service", "evaluation", "bench"],
+        ),
+        ("src/privacy", &["retrieval", "semantic", "turn", "views", "service", "evaluation", "bench"]),
+        ("src/retrieval", &["turn", "views", "service", "evaluation", "bench", "demo"]),
+    ];
+    let mut broken = Vec::new();
+    for (dir, above) in rules {
+        for module in above {
+            broken.extend(references(dir, &format!("crate::{module}::")));
+            broken.extend(references(dir, &format!("crate::{module};")));
+            broken.extend(references(dir, &format!("crate::{module}::{{")));
+        }
+    }
+    assert!(broken.is_empty(), "a lower layer imports a higher one:\n{}", broken.join("\n"));
+}

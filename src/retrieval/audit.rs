@@ -270,3 +270,76 @@ pub async fn explain_event(pool: &PgPool, event: RetrievalEventId) -> Result<Opt
         created_at: r.created_at,
     }))
 }
+
+/// One row of the retrieval-events list (the audit table, newest first).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct RetrievalEventSummary {
+    /// Event id (also the keyset cursor).
+    pub id: RetrievalEventId,
+    /// Runtime agent.
+    pub runtime_agent_id: AgentId,
+    /// Its name.
+    pub agent_name: String,
+    /// Destination conversation.
+    pub conversation_id: ConversationId,
+    /// Its title.
+    pub conversation_title: String,
+    /// Prompt assembly or the recall tool.
+    pub mode: RetrievalMode,
+    /// The destination audience the eligibility predicate ran against.
+    pub destination_audience: Vec<ActorId>,
+    /// How many revisions were selected.
+    pub selected_count: i32,
+    /// How many candidates were considered.
+    pub candidate_count: i32,
+    /// Tokens used, of `token_budget`.
+    pub cost_tokens: i32,
+    /// The token allowance.
+    pub token_budget: i32,
+    /// The headline degradation category, if retrieval degraded.
+    pub degradation_category: Option<String>,
+    /// Every degradation category recorded.
+    pub degradation_categories: Vec<String>,
+    /// When it happened.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A page of retrieval events.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct RetrievalEventPage {
+    /// Newest first.
+    pub events: Vec<RetrievalEventSummary>,
+    /// Pass as `after` to get the next page.
+    pub next_after: Option<RetrievalEventId>,
+}
+
+/// One page of retrieval events (of `agent`, or of every agent), newest first (keyset on the
+/// time-ordered event id), at most [`crate::store::MAX_PAGE_SIZE`].
+pub async fn list_events(
+    pool: &PgPool,
+    agent: Option<AgentId>,
+    after: Option<RetrievalEventId>,
+    limit: u32,
+) -> Result<RetrievalEventPage, RetrievalError> {
+    let size = i64::from(limit.clamp(1, crate::store::MAX_PAGE_SIZE));
+    let events: Vec<RetrievalEventSummary> = sqlx::query_as(
+        "SELECT ev.id, ev.runtime_agent_id, ra.name AS agent_name, ev.conversation_id,
+                c.title AS conversation_title, ev.mode, ev.destination_audience,
+                cardinality(ev.selected_revision_ids) AS selected_count, ev.candidate_count, ev.cost_tokens,
+                ev.token_budget, ev.degradation_category, ev.degradation_categories, ev.created_at
+           FROM memory_retrieval_events ev
+           JOIN runtime_agents ra ON ra.id = ev.runtime_agent_id
+           JOIN conversations c ON c.id = ev.conversation_id
+          WHERE ($1::uuid IS NULL OR ev.runtime_agent_id = $1) AND ($2::uuid IS NULL OR ev.id < $2)
+          ORDER BY ev.id DESC LIMIT $3",
+    )
+    .bind(agent)
+    .bind(after)
+    .bind(size)
+    .fetch_all(pool)
+    .await?;
+    let next_after = if events.len() as i64 == size { events.last().map(|e| e.id) } else { None };
+    Ok(RetrievalEventPage { events, next_after })
+}

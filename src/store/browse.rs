@@ -397,50 +397,6 @@ impl Store {
     }
 }
 
-/// One row of the retrieval-events list (the audit table, newest first).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
-#[cfg_attr(feature = "specta", derive(specta::Type))]
-pub struct RetrievalEventSummary {
-    /// Event id (also the keyset cursor).
-    pub id: crate::ids::RetrievalEventId,
-    /// Runtime agent.
-    pub runtime_agent_id: AgentId,
-    /// Its name.
-    pub agent_name: String,
-    /// Destination conversation.
-    pub conversation_id: ConversationId,
-    /// Its title.
-    pub conversation_title: String,
-    /// Prompt assembly or the recall tool.
-    pub mode: crate::retrieval::RetrievalMode,
-    /// The destination audience the eligibility predicate ran against.
-    pub destination_audience: Vec<ActorId>,
-    /// How many revisions were selected.
-    pub selected_count: i32,
-    /// How many candidates were considered.
-    pub candidate_count: i32,
-    /// Tokens used, of `token_budget`.
-    pub cost_tokens: i32,
-    /// The token allowance.
-    pub token_budget: i32,
-    /// The headline degradation category, if retrieval degraded.
-    pub degradation_category: Option<String>,
-    /// Every degradation category recorded.
-    pub degradation_categories: Vec<String>,
-    /// When it happened.
-    pub created_at: DateTime<Utc>,
-}
-
-/// A page of retrieval events.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[cfg_attr(feature = "specta", derive(specta::Type))]
-pub struct RetrievalEventPage {
-    /// Newest first.
-    pub events: Vec<RetrievalEventSummary>,
-    /// Pass as `after` to get the next page.
-    pub next_after: Option<crate::ids::RetrievalEventId>,
-}
-
 /// A sharing request as the operator queue shows it: the revision, who asked, where, and the
 /// proposed audience. Bodies are shown to operators, whose job is to judge them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
@@ -489,34 +445,6 @@ pub struct SharingRequestView {
 }
 
 impl Store {
-    /// One page of retrieval events, newest first (keyset on the time-ordered event id).
-    pub async fn list_retrieval_events(
-        &self,
-        agent: Option<AgentId>,
-        after: Option<crate::ids::RetrievalEventId>,
-        limit: u32,
-    ) -> Result<RetrievalEventPage, StoreError> {
-        let size = page_size(limit);
-        let events: Vec<RetrievalEventSummary> = sqlx::query_as(
-            "SELECT ev.id, ev.runtime_agent_id, ra.name AS agent_name, ev.conversation_id,
-                    c.title AS conversation_title, ev.mode, ev.destination_audience,
-                    cardinality(ev.selected_revision_ids) AS selected_count, ev.candidate_count, ev.cost_tokens,
-                    ev.token_budget, ev.degradation_category, ev.degradation_categories, ev.created_at
-               FROM memory_retrieval_events ev
-               JOIN runtime_agents ra ON ra.id = ev.runtime_agent_id
-               JOIN conversations c ON c.id = ev.conversation_id
-              WHERE ($1::uuid IS NULL OR ev.runtime_agent_id = $1) AND ($2::uuid IS NULL OR ev.id < $2)
-              ORDER BY ev.id DESC LIMIT $3",
-        )
-        .bind(agent)
-        .bind(after)
-        .bind(size)
-        .fetch_all(&self.pool)
-        .await?;
-        let next_after = if events.len() as i64 == size { events.last().map(|e| e.id) } else { None };
-        Ok(RetrievalEventPage { events, next_after })
-    }
-
     /// Sharing requests in `state` (all states with `None`), oldest pending first so the queue
     /// is worked in order; at most [`MAX_PAGE_SIZE`].
     pub async fn list_sharing_requests(&self, state: Option<&str>) -> Result<Vec<SharingRequestView>, StoreError> {

@@ -22,8 +22,7 @@ use sqlx::PgPool;
 
 pub use browse::{
     ActorChoice, AgentSummary, BrowseFilter, ConversationChoice, EntryPage, EntrySummary, EvidenceReviewItem,
-    EvidenceReviewPage, LineageMessage, LineageRevision, RetrievalEventPage, RetrievalEventSummary, SharingRequestView,
-    MAX_PAGE_SIZE,
+    EvidenceReviewPage, LineageMessage, LineageRevision, SharingRequestView, MAX_PAGE_SIZE,
 };
 pub use conversation::{
     ClosedAudience, ConversationSummary, DestinationAudience, Direction, Membership, NewConversation, NewMessage,

@@ -12,10 +12,9 @@ use serde::Serialize;
 
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RetrievalEventId, RevisionId, SourceId};
 use crate::privacy::{explain_entry, PrivacyError};
+use crate::retrieval::audit::{list_events, RetrievalEventSummary};
 use crate::retrieval::{explain_event, EventExplanation, RetrievalError};
-use crate::store::{
-    EntryHistory, LineageMessage, LineageRevision, RetrievalEventSummary, SourceKind, Store, StoreError,
-};
+use crate::store::{EntryHistory, LineageMessage, LineageRevision, SourceKind, Store, StoreError};
 
 /// An entry with its whole history and the lineage nodes its sources name, for the entry page
 /// and its lineage graph.
@@ -118,8 +117,8 @@ pub async fn retrieval_events(
     agent: Option<AgentId>,
     after: Option<RetrievalEventId>,
     limit: u32,
-) -> Result<RetrievalEventList, StoreError> {
-    let page = store.list_retrieval_events(agent, after, limit).await?;
+) -> Result<RetrievalEventList, RetrievalError> {
+    let page = list_events(store.pool(), agent, after, limit).await?;
     let labels = Labels::of(store, page.events.iter().flat_map(|e| e.destination_audience.iter())).await?;
     let events = page
         .events
