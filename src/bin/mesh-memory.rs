@@ -169,6 +169,28 @@ enum Command {
         #[arg(long = "as")]
         speaker: String,
     },
+    /// Serve memory to an agent host over the Model Context Protocol (stdio: JSON-RPC on stdin and
+    /// stdout; diagnostics go to stderr).
+    ///
+    /// The server is bound at launch to one runtime agent, one conversation and one speaker, and no
+    /// tool argument can change them: every tool call is recorded as that speaker's authenticated
+    /// message in that conversation, what it may recall is decided by that conversation's audience,
+    /// and what it writes carries that evidence (a memory made in a direct conversation stays
+    /// private to its members). Whoever writes the host configuration vouches for the speaker, as a
+    /// connector does for its users. Tools: remember, recall, amend, forget,
+    /// request_memory_sharing (the turn engine's own schemas and rules); prompt: memory_context.
+    #[cfg(feature = "mcp")]
+    Mcp {
+        /// Runtime agent name or id.
+        #[arg(long)]
+        agent: String,
+        /// The conversation every call is made in: id or external channel id (e.g. D-PRIYA).
+        #[arg(long)]
+        conversation: String,
+        /// The bound speaker: their connector user id on the conversation's connector (e.g. U456).
+        #[arg(long = "as")]
+        speaker: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -336,6 +358,13 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Turn { id } => {
             let id: mesh_memory::turn::TurnId = id.parse()?;
             with_store(cli.database_url.as_deref(), |store| async move { turn(&store, id, cli.json).await }).await
+        }
+        #[cfg(feature = "mcp")]
+        Command::Mcp { agent, conversation, speaker } => {
+            with_store(cli.database_url.as_deref(), |store| async move {
+                mcp(&store, &agent, &conversation, &speaker).await
+            })
+            .await
         }
         Command::Chat { agent, conversation, speaker } => {
             with_store(cli.database_url.as_deref(), |store| async move {
@@ -916,6 +945,23 @@ async fn turn(store: &Store, id: mesh_memory::turn::TurnId, json: bool) -> Resul
     for e in &record.retrieval_event_ids {
         println!("  {e}");
     }
+    Ok(())
+}
+
+/// `mesh-memory mcp`: resolves and checks the binding, then serves it over stdio.
+#[cfg(feature = "mcp")]
+async fn mcp(store: &Store, agent: &str, conversation: &str, speaker: &str) -> Result<()> {
+    let agent = store.find_runtime_agent(agent).await?;
+    let conversation = store.find_conversation(agent, conversation).await?;
+    let connector = store.conversation(agent, conversation).await?.connector;
+    if store.resolve_identity(&connector, speaker).await?.is_none() {
+        anyhow::bail!(
+            "no {connector} identity {speaker:?}: the bound speaker must be a connector identity of this store"
+        );
+    }
+    let binding = mesh_memory::mcp::McpBinding { agent, conversation, connector, external_id: speaker.to_owned() };
+    eprintln!("mesh-memory MCP server on stdio, bound to {speaker} in {conversation}");
+    mesh_memory::mcp::serve_stdio(retriever_from_environment(store)?, store.clone(), binding).await?;
     Ok(())
 }
 

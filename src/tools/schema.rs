@@ -49,8 +49,8 @@ pub fn tool_definitions() -> Vec<Value> {
         function(
             "recall",
             "Search durable memory. Returns memories with their stable entry_id and revision_id (needed by \
-             amend and forget), subject, source and scores. An empty query returns the most relevant \
-             memories for this conversation.",
+             amend and forget), who each is about, who told it and where it was learned. An empty query \
+             returns the most relevant memories for this conversation.",
             json!({
                 "query": {"type": "string", "maxLength": MAX_QUERY_CHARS},
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RECALL_LIMIT, "default": DEFAULT_RECALL_LIMIT},

@@ -207,6 +207,30 @@ impl TurnState {
     }
 }
 
+/// A session of tool calls from a host outside the turn loop (the MCP server), bound to one
+/// conversation and speaker: what earlier calls retrieved stays lineage of later writes, exactly
+/// as within one turn, so a memory written after a recall inherits that recall's evidence.
+#[derive(Clone, Debug, Default)]
+pub struct HostedSession {
+    retrieved: Vec<RevisionId>,
+    used: Vec<(EntryId, RevisionId)>,
+}
+
+/// What one hosted tool call did ([`TurnEngine::run_hosted_call`]).
+#[derive(Clone, Debug)]
+pub struct HostedCall {
+    /// `committed`, `nothing_changed`, `ok` (recall), `pending` (sharing), `error` (the store or
+    /// the sharing rules refused it; nothing was written) or `invalid` (the arguments failed
+    /// validation; nothing ran).
+    pub status: &'static str,
+    /// The result, the same JSON a model receives in a turn (for `invalid`: the error).
+    pub result: Value,
+    /// The validation error of an `invalid` call, naming the field where there is one.
+    pub invalid: Option<ToolError>,
+    /// The writes that committed, from the store's return values.
+    pub ledger: Ledger,
+}
+
 /// A tool call resolved against the database, ready to execute.
 enum Resolved {
     Remember { body: String, subject: Option<ActorId>, always_on: bool },
@@ -273,12 +297,7 @@ impl TurnEngine {
             used: Vec::new(),
             audience_snapshot: None,
         };
-        let query: String = ctx.body.chars().take(MAX_QUERY_CHARS).collect();
-        let mut request =
-            SearchRequest::new(ctx.agent, ctx.conversation, Some(ctx.sender), query, RetrievalMode::Prompt);
-        request.max_count = self.config.prompt_max_count;
-        request.token_budget = self.config.prompt_token_budget;
-        let prompt = self.retriever.search(&request).await?;
+        let prompt = self.assemble_context(&ctx).await?;
         state.absorb(&prompt);
 
         let mut transcript = vec![ChatMessage::System { content: self.system_message(&ctx, &prompt) }];
@@ -344,6 +363,87 @@ impl TurnEngine {
             used: state.used,
             draft,
         })
+    }
+
+    /// Automatic context assembly for a turn: a prompt-mode search for the inbound message,
+    /// spoken by its sender, within the turn's count and token allowances (audited like every
+    /// search). `prompt_section()` of the outcome is what the model is given.
+    async fn assemble_context(&self, ctx: &TurnContext) -> Result<SearchOutcome, TurnError> {
+        let query: String = ctx.body.chars().take(MAX_QUERY_CHARS).collect();
+        let mut request =
+            SearchRequest::new(ctx.agent, ctx.conversation, Some(ctx.sender), query, RetrievalMode::Prompt);
+        request.max_count = self.config.prompt_max_count;
+        request.token_budget = self.config.prompt_token_budget;
+        Ok(self.retriever.search(&request).await?)
+    }
+
+    /// The context a turn for `inbound` would be given (the same search and rendering as
+    /// [`Self::prepare`]), for hosts that run their own model loop (the MCP server's prompt). The
+    /// retrieved revisions join `session`'s lineage.
+    pub async fn hosted_context(
+        &self,
+        inbound: MessageId,
+        session: &mut HostedSession,
+    ) -> Result<SearchOutcome, TurnError> {
+        let ctx = load_context(&self.store, inbound).await?;
+        let outcome = self.assemble_context(&ctx).await?;
+        for s in &outcome.selections {
+            if !session.retrieved.contains(&s.revision_id) {
+                session.retrieved.push(s.revision_id);
+            }
+            if !session.used.contains(&(s.entry_id, s.revision_id)) {
+                session.used.push((s.entry_id, s.revision_id));
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// The store the engine writes to.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Runs one tool call for a host outside the turn loop (the MCP server). `inbound` is the
+    /// call recorded as the bound speaker's connector-authenticated message in the bound
+    /// conversation ([`crate::turn::receive`]); the speaker, the conversation and the audience come
+    /// from it, never from the arguments. The call goes through the same validation, resolution
+    /// and execution as a model's call in a turn: the same schemas, typed errors, store calls
+    /// and retrieval service. An invalid call runs nothing.
+    pub async fn run_hosted_call(
+        &self,
+        inbound: MessageId,
+        call: &ToolCall,
+        session: &mut HostedSession,
+    ) -> Result<HostedCall, TurnError> {
+        let ctx = load_context(&self.store, inbound).await?;
+        let history = load_history(&self.store, &ctx, self.config.history_limit).await?;
+        let invalid = |error: ToolError| HostedCall {
+            status: "invalid",
+            result: json!({"status": "invalid", "error": error.to_string(), "note": "Nothing was written."}),
+            invalid: Some(error),
+            ledger: Ledger::default(),
+        };
+        let invocation = match validate_call(call) {
+            Ok(invocation) => invocation,
+            Err(error) => return Ok(invalid(error)),
+        };
+        let resolved = match self.resolve(&ctx, &invocation).await? {
+            Ok(resolved) => resolved,
+            Err(error) => return Ok(invalid(error)),
+        };
+        let mut state = TurnState {
+            ledger: Ledger::default(),
+            tool_calls: Vec::new(),
+            retrieval_events: Vec::new(),
+            retrieved: std::mem::take(&mut session.retrieved),
+            used: std::mem::take(&mut session.used),
+            audience_snapshot: None,
+        };
+        let executed = self.execute(&ctx, &history, resolved, &mut state).await;
+        session.retrieved = state.retrieved;
+        session.used = state.used;
+        let (status, result) = executed?;
+        Ok(HostedCall { status, result, invalid: None, ledger: state.ledger })
     }
 
     /// Rechecks the destination audience and the used revisions, then records the reply as sent

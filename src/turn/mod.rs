@@ -26,8 +26,8 @@ pub mod record;
 
 pub use context::{receive, TurnContext};
 pub use engine::{
-    PreparedTurn, ToolCallLog, TurnConfig, TurnEngine, TurnOutcome, TurnReport, DEFAULT_MAX_CALLS_PER_ROUND,
-    DEFAULT_SYSTEM_PROMPT, MAX_ROUNDS,
+    HostedCall, HostedSession, PreparedTurn, ToolCallLog, TurnConfig, TurnEngine, TurnOutcome, TurnReport,
+    DEFAULT_MAX_CALLS_PER_ROUND, DEFAULT_SYSTEM_PROMPT, MAX_ROUNDS,
 };
 pub use record::{get_turn, list_turns, TurnRecord};
 

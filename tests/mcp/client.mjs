@@ -1,0 +1,64 @@
+// A real MCP client (the official TypeScript SDK) driving `mesh-memory mcp` over stdio.
+//
+//   node client.mjs <mesh-memory binary> <database url> <agent> <conversation> <speaker> '<ops JSON>'
+//
+// Ops run in order; each is {"op": "tools"} | {"op": "call", "name", "args"} | {"op": "prompt",
+// "name", "args"}. In args, "$ENTRY" and "$REVISION" stand for the entry and revision of the
+// latest committed write seen, "$RANDOM" for a made-up id. Prints one JSON line: what the client
+// saw for every op, for tests/mcp_stdio.rs to compare with the database.
+import { randomUUID } from "node:crypto";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+
+const [binary, url, agent, conversation, speaker, opsJson] = process.argv.slice(2);
+const ops = JSON.parse(opsJson);
+
+const transport = new StdioClientTransport({
+  command: binary,
+  args: ["--database-url", url, "mcp", "--agent", agent, "--conversation", conversation, "--as", speaker],
+  stderr: "inherit",
+});
+const client = new Client({ name: "mesh-memory-test-client", version: "1.0.0" });
+await client.connect(transport);
+
+let latest = { entry_id: null, revision_id: null };
+const substitute = (value) => {
+  if (typeof value === "string") {
+    return value
+      .replaceAll("$ENTRY", latest.entry_id ?? "")
+      .replaceAll("$REVISION", latest.revision_id ?? "")
+      .replaceAll("$RANDOM", randomUUID());
+  }
+  if (Array.isArray(value)) return value.map(substitute);
+  if (value && typeof value === "object") {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, substitute(v)]));
+  }
+  return value;
+};
+
+const seen = [];
+for (const op of ops) {
+  if (op.op === "tools") {
+    const { tools } = await client.listTools();
+    seen.push({ op: "tools", names: tools.map((t) => t.name).sort() });
+  } else if (op.op === "call") {
+    const result = await client.callTool({ name: op.name, arguments: substitute(op.args ?? {}) });
+    const text = result.content.map((c) => c.text ?? "").join("");
+    let json = null;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = null;
+    }
+    if (json && json.status === "committed") {
+      latest = { entry_id: json.entry_id, revision_id: json.revision_id };
+    }
+    seen.push({ op: "call", name: op.name, isError: result.isError === true, text, json });
+  } else if (op.op === "prompt") {
+    const prompt = await client.getPrompt({ name: op.name, arguments: substitute(op.args ?? {}) });
+    const text = prompt.messages.map((m) => m.content.text ?? "").join("\n");
+    seen.push({ op: "prompt", description: prompt.description ?? "", text });
+  }
+}
+await client.close();
+console.log(JSON.stringify(seen));
