@@ -13,9 +13,22 @@
 //!
 //! Tools: `remember`, `recall`, `amend`, `forget`, `request_memory_sharing`. Prompt:
 //! `memory_context` (argument `message`), the section the turn engine injects for that message.
-//! Transport: stdio ([`serve_stdio`]).
+//! Transports: stdio ([`serve_stdio`]), bound by the launch arguments; streamable HTTP on a
+//! loopback address ([`serve_http`]), where every request carries a bearer token an operator
+//! issued (`mesh-memory mcp token create`), bound the same way ([`crate::store::TokenBinding`]). A
+//! missing, unknown or revoked token gets 401 before anything is read or written.
 
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use uuid::Uuid;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode, ErrorData,
@@ -28,6 +41,7 @@ use serde_json::{Map, Value};
 use tokio::sync::Mutex;
 
 use crate::ids::{AgentId, ConversationId};
+use crate::store::{Store, TokenBinding};
 use crate::tools::{tool_definitions, validate_call, ToolCall};
 use crate::turn::{receive, ChatModel, ChatRequest, HostedSession, ModelError, ModelFuture, TurnEngine, TurnError};
 
@@ -35,7 +49,7 @@ use crate::turn::{receive, ChatModel, ChatRequest, HostedSession, ModelError, Mo
 pub const CONTEXT_PROMPT: &str = "memory_context";
 
 /// Who an MCP server speaks for: fixed at launch by whoever starts it (an operator's host
-/// configuration), never by a tool argument.
+/// configuration) or by the access token of an HTTP request, never by a tool argument.
 #[derive(Clone, Debug)]
 pub struct McpBinding {
     /// The runtime agent whose memory is used.
@@ -48,38 +62,82 @@ pub struct McpBinding {
     pub external_id: String,
 }
 
-/// The MCP server: one binding, one turn engine, one session of lineage.
+impl From<TokenBinding> for McpBinding {
+    fn from(token: TokenBinding) -> Self {
+        McpBinding {
+            agent: token.agent,
+            conversation: token.conversation,
+            connector: token.connector,
+            external_id: token.external_id,
+        }
+    }
+}
+
+/// Where a server's binding comes from.
+#[derive(Clone, Debug)]
+enum Bound {
+    /// Launch arguments (stdio).
+    Fixed(McpBinding),
+    /// Each HTTP request's token, checked before the request reached the server.
+    PerToken,
+}
+
+/// The MCP server: a binding, one turn engine, and the lineage of each binding's session (what it
+/// recalled stays lineage of what it later writes).
 #[derive(Clone)]
 pub struct MemoryServer {
     engine: TurnEngine,
-    binding: McpBinding,
-    session: Arc<Mutex<HostedSession>>,
+    bound: Bound,
+    sessions: Arc<Mutex<HashMap<Uuid, HostedSession>>>,
 }
 
 impl MemoryServer {
     /// A server for `binding` over `engine` (built with the one retriever constructor).
     pub fn new(engine: TurnEngine, binding: McpBinding) -> Self {
-        MemoryServer { engine, binding, session: Arc::new(Mutex::new(HostedSession::default())) }
+        MemoryServer { engine, bound: Bound::Fixed(binding), sessions: Arc::default() }
+    }
+
+    /// A server whose every request is bound by its access token ([`serve_http`]).
+    fn per_token(engine: TurnEngine) -> Self {
+        MemoryServer { engine, bound: Bound::PerToken, sessions: Arc::default() }
+    }
+
+    /// The binding of this request and the key of its lineage session.
+    fn binding(&self, context: &RequestContext<RoleServer>) -> Result<(Uuid, McpBinding), ErrorData> {
+        match &self.bound {
+            Bound::Fixed(binding) => Ok((Uuid::nil(), binding.clone())),
+            Bound::PerToken => context
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<TokenBinding>())
+                .map(|token| (token.token_id, McpBinding::from(token.clone())))
+                .ok_or_else(|| ErrorData::invalid_request("this request carries no valid access token", None)),
+        }
     }
 
     /// Records `text` as the bound actor's authenticated message in the bound conversation.
-    async fn said(&self, text: &str) -> Result<crate::MessageId, ErrorData> {
-        let b = &self.binding;
+    async fn said(&self, b: &McpBinding, text: &str) -> Result<crate::MessageId, ErrorData> {
         receive(self.engine.store(), b.agent, b.conversation, &b.connector, &b.external_id, text)
             .await
             .map_err(|e| internal(&e))
     }
 
-    async fn call(&self, request: CallToolRequestParams) -> Result<CallToolResult, ErrorData> {
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let (key, binding) = self.binding(context)?;
         let arguments = Value::Object(request.arguments.unwrap_or_default()).to_string();
         let call = ToolCall { id: "mcp".into(), name: request.name.to_string(), arguments };
         // A call that fails validation writes nothing at all, not even its message.
         if let Err(error) = validate_call(&call) {
             return Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())]));
         }
-        let inbound = self.said(&format!("[{} via MCP] {}", call.name, call.arguments)).await?;
-        let mut session = self.session.lock().await;
-        let outcome = self.engine.run_hosted_call(inbound, &call, &mut session).await.map_err(|e| internal(&e))?;
+        let inbound = self.said(&binding, &format!("[{} via MCP] {}", call.name, call.arguments)).await?;
+        let mut sessions = self.sessions.lock().await;
+        let session = sessions.entry(key).or_default();
+        let outcome = self.engine.run_hosted_call(inbound, &call, session).await.map_err(|e| internal(&e))?;
         let text = outcome.result.to_string();
         Ok(match outcome.status {
             "invalid" | "error" => CallToolResult::error(vec![ContentBlock::text(text)]),
@@ -87,7 +145,12 @@ impl MemoryServer {
         })
     }
 
-    async fn context(&self, request: GetPromptRequestParams) -> Result<GetPromptResult, ErrorData> {
+    async fn context(
+        &self,
+        request: GetPromptRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<GetPromptResult, ErrorData> {
+        let (key, binding) = self.binding(context)?;
         if request.name != CONTEXT_PROMPT {
             return Err(ErrorData::invalid_params(
                 format!("no prompt {:?}; the prompt is {CONTEXT_PROMPT}", request.name),
@@ -98,9 +161,10 @@ impl MemoryServer {
         let Some(message) = message.filter(|m| !m.trim().is_empty()) else {
             return Err(ErrorData::invalid_params("memory_context requires the argument \"message\"", None));
         };
-        let inbound = self.said(message).await?;
-        let mut session = self.session.lock().await;
-        let outcome = self.engine.hosted_context(inbound, &mut session).await.map_err(|e| internal(&e))?;
+        let inbound = self.said(&binding, message).await?;
+        let mut sessions = self.sessions.lock().await;
+        let session = sessions.entry(key).or_default();
+        let outcome = self.engine.hosted_context(inbound, session).await.map_err(|e| internal(&e))?;
         Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, outcome.prompt_section())])
             .with_description(format!("memory context (retrieval event {})", outcome.event_id)))
     }
@@ -151,9 +215,9 @@ impl ServerHandler for MemoryServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        Ok(self.call(request).await?.into())
+        Ok(self.call(request, &context).await?.into())
     }
 
     async fn list_prompts(
@@ -175,9 +239,9 @@ impl ServerHandler for MemoryServer {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        Ok(self.context(request).await?.into())
+        Ok(self.context(request, &context).await?.into())
     }
 }
 
@@ -199,12 +263,15 @@ pub enum McpError {
     /// The transport failed to start or broke.
     #[error("MCP transport: {0}")]
     Transport(String),
+    /// `--http` named an address other machines could reach.
+    #[error("--http {0}: the HTTP transport listens on loopback addresses only (127.0.0.1 or [::1])")]
+    NotLoopback(SocketAddr),
 }
 
 /// Serves `binding` over stdin/stdout until the client disconnects.
 pub async fn serve_stdio(
     retriever: crate::retrieval::Retriever,
-    store: crate::store::Store,
+    store: Store,
     binding: McpBinding,
 ) -> Result<(), McpError> {
     let engine = TurnEngine::new(store, retriever, Arc::new(HostRunsTheModel));
@@ -214,4 +281,87 @@ pub async fn serve_stdio(
         .map_err(|e| McpError::Transport(e.to_string()))?;
     service.waiting().await.map_err(|e| McpError::Transport(e.to_string()))?;
     Ok(())
+}
+
+/// A whole HTTP response, as rmcp's service answers.
+type HttpResponse = http::Response<BoxBody<Bytes, Infallible>>;
+
+/// A short plain-text response (no request detail in it).
+fn plain(status: http::StatusCode, text: &'static str) -> HttpResponse {
+    let mut response = http::Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain"));
+    if status == http::StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(http::header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
+    }
+    response
+}
+
+/// Checks the request's bearer token, then hands it to the MCP service with its binding attached;
+/// a missing, unknown or revoked token is answered 401 here, before the MCP layer runs.
+async fn authorized(
+    store: Store,
+    mcp: StreamableHttpService<MemoryServer, LocalSessionManager>,
+    mut request: http::Request<hyper::body::Incoming>,
+) -> HttpResponse {
+    let secret = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned);
+    let binding = match secret {
+        None => None,
+        Some(secret) => match store.authenticate_access_token(&secret).await {
+            Ok(binding) => binding,
+            Err(_) => return plain(http::StatusCode::SERVICE_UNAVAILABLE, "the memory store is unavailable\n"),
+        },
+    };
+    let Some(binding) = binding else {
+        return plain(
+            http::StatusCode::UNAUTHORIZED,
+            "a valid bearer token is required (an operator issues one with `mesh-memory mcp token create`)\n",
+        );
+    };
+    request.extensions_mut().insert(binding);
+    mcp.handle(request).await
+}
+
+/// Serves streamable HTTP on `addr` (loopback only) until the process ends; each request is bound
+/// by its bearer token. `listening` is told the bound address (port 0 picks a free one).
+pub async fn serve_http(
+    retriever: crate::retrieval::Retriever,
+    store: Store,
+    addr: SocketAddr,
+    listening: impl FnOnce(SocketAddr),
+) -> Result<(), McpError> {
+    if !addr.ip().is_loopback() {
+        return Err(McpError::NotLoopback(addr));
+    }
+    let engine = TurnEngine::new(store.clone(), retriever, Arc::new(HostRunsTheModel));
+    let server = MemoryServer::per_token(engine);
+    let mcp = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        LocalSessionManager::default().into(),
+        StreamableHttpServerConfig::default(),
+    );
+    let transport = |e: std::io::Error| McpError::Transport(e.to_string());
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(transport)?;
+    listening(listener.local_addr().map_err(transport)?);
+    loop {
+        let (stream, _) = listener.accept().await.map_err(transport)?;
+        let (store, mcp) = (store.clone(), mcp.clone());
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let (store, mcp) = (store.clone(), mcp.clone());
+                async move { Ok::<_, Infallible>(authorized(store, mcp, request).await) }
+            });
+            // A connection that breaks ends alone; the server keeps serving the others.
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+        });
+    }
 }

@@ -21,6 +21,7 @@ fn client(db: &TestDb, conversation: &str, speaker: &str, ops: Value) -> Vec<Val
     let output = Command::new("node")
         .current_dir(&dir)
         .arg("client.mjs")
+        .arg("stdio")
         .arg(env!("CARGO_BIN_EXE_mesh-memory"))
         .arg(&db.url)
         .arg("assistant")

@@ -179,17 +179,73 @@ enum Command {
     /// private to its members). Whoever writes the host configuration vouches for the speaker, as a
     /// connector does for its users. Tools: remember, recall, amend, forget,
     /// request_memory_sharing (the turn engine's own schemas and rules); prompt: memory_context.
+    ///
+    /// With `--http ADDR` (a loopback address, e.g. 127.0.0.1:8765) it serves streamable HTTP
+    /// instead, and each request is bound by the bearer token an operator issued with `mcp token
+    /// create` (agent, conversation and speaker, as above); a missing, unknown or revoked token gets
+    /// 401 and nothing is read or written.
     #[cfg(feature = "mcp")]
+    #[command(args_conflicts_with_subcommands = true)]
     Mcp {
+        #[command(subcommand)]
+        action: Option<McpAction>,
+        /// Runtime agent name or id (stdio).
+        #[arg(long, required_unless_present = "http")]
+        agent: Option<String>,
+        /// The conversation every call is made in: id or external channel id, e.g. D-PRIYA (stdio).
+        #[arg(long, required_unless_present = "http")]
+        conversation: Option<String>,
+        /// The bound speaker: their connector user id on the conversation's connector, e.g. U456
+        /// (stdio).
+        #[arg(long = "as", required_unless_present = "http")]
+        speaker: Option<String>,
+        /// Serve streamable HTTP on this loopback address instead of stdio (port 0 picks one;
+        /// the bound address is printed on stderr).
+        #[arg(long, conflicts_with_all = ["agent", "conversation", "speaker"])]
+        http: Option<std::net::SocketAddr>,
+    },
+}
+
+/// `mcp` subcommands.
+#[cfg(feature = "mcp")]
+#[derive(Subcommand, Debug)]
+enum McpAction {
+    /// Access tokens of the HTTP transport (stored only as hashes).
+    Token {
+        #[command(subcommand)]
+        action: TokenAction,
+    },
+}
+
+/// `mcp token` subcommands.
+#[cfg(feature = "mcp")]
+#[derive(Subcommand, Debug)]
+enum TokenAction {
+    /// Issue a token bound to an agent, a conversation and a speaker; prints it once.
+    Create {
         /// Runtime agent name or id.
         #[arg(long)]
         agent: String,
-        /// The conversation every call is made in: id or external channel id (e.g. D-PRIYA).
+        /// Conversation id or external channel id.
         #[arg(long)]
         conversation: String,
-        /// The bound speaker: their connector user id on the conversation's connector (e.g. U456).
+        /// The speaker's connector user id on the conversation's connector.
         #[arg(long = "as")]
         speaker: String,
+        /// What the token is for (shown in listings).
+        #[arg(long, default_value = "")]
+        label: String,
+    },
+    /// List tokens (never their secrets): binding, created, last used, revoked.
+    List {
+        /// Only this runtime agent's.
+        #[arg(long)]
+        agent: Option<String>,
+    },
+    /// Revoke a token now: its next request gets 401.
+    Revoke {
+        /// Token id (from `list`).
+        id: String,
     },
 }
 
@@ -360,7 +416,25 @@ async fn run(cli: Cli) -> Result<()> {
             with_store(cli.database_url.as_deref(), |store| async move { turn(&store, id, cli.json).await }).await
         }
         #[cfg(feature = "mcp")]
-        Command::Mcp { agent, conversation, speaker } => {
+        Command::Mcp { action: Some(McpAction::Token { action }), .. } => {
+            with_store(cli.database_url.as_deref(), |store| async move { mcp_token(&store, action, cli.json).await })
+                .await
+        }
+        #[cfg(feature = "mcp")]
+        Command::Mcp { action: None, http: Some(addr), .. } => {
+            with_store(cli.database_url.as_deref(), |store| async move {
+                let retriever = retriever_from_environment(&store)?;
+                let listening = |bound| eprintln!("mesh-memory MCP server on http://{bound}/ (bearer tokens)");
+                mesh_memory::mcp::serve_http(retriever, store.clone(), addr, listening).await?;
+                Ok(())
+            })
+            .await
+        }
+        #[cfg(feature = "mcp")]
+        Command::Mcp { action: None, http: None, agent, conversation, speaker } => {
+            let (Some(agent), Some(conversation), Some(speaker)) = (agent, conversation, speaker) else {
+                anyhow::bail!("mcp on stdio needs --agent, --conversation and --as (or --http ADDR)");
+            };
             with_store(cli.database_url.as_deref(), |store| async move {
                 mcp(&store, &agent, &conversation, &speaker).await
             })
@@ -962,6 +1036,57 @@ async fn mcp(store: &Store, agent: &str, conversation: &str, speaker: &str) -> R
     let binding = mesh_memory::mcp::McpBinding { agent, conversation, connector, external_id: speaker.to_owned() };
     eprintln!("mesh-memory MCP server on stdio, bound to {speaker} in {conversation}");
     mesh_memory::mcp::serve_stdio(retriever_from_environment(store)?, store.clone(), binding).await?;
+    Ok(())
+}
+
+/// `mesh-memory mcp token ...`.
+#[cfg(feature = "mcp")]
+async fn mcp_token(store: &Store, action: TokenAction, json: bool) -> Result<()> {
+    match action {
+        TokenAction::Create { agent, conversation, speaker, label } => {
+            let agent = store.find_runtime_agent(&agent).await?;
+            let conversation = store.find_conversation(agent, &conversation).await?;
+            let issued = store.issue_access_token(agent, conversation, &speaker, &label).await?;
+            if json {
+                return print_json(&serde_json::json!({"id": issued.id, "token": issued.secret}));
+            }
+            println!("token {} (shown once; only its hash is stored):\n{}", issued.id, issued.secret);
+        }
+        TokenAction::List { agent } => {
+            let agent = match agent {
+                Some(agent) => Some(store.find_runtime_agent(&agent).await?),
+                None => None,
+            };
+            let tokens = store.list_access_tokens(agent).await?;
+            if json {
+                return print_json(&tokens);
+            }
+            for t in tokens {
+                let state = match (t.revoked_at, t.last_used_at) {
+                    (Some(at), _) => format!("revoked {}", at.format("%Y-%m-%d %H:%M")),
+                    (None, Some(at)) => format!("last used {}", at.format("%Y-%m-%d %H:%M")),
+                    (None, None) => "never used".to_owned(),
+                };
+                println!(
+                    "{}  {} in {} as {}  created {}  {}  {}",
+                    t.id,
+                    t.agent_name,
+                    t.conversation,
+                    t.speaker,
+                    t.created_at.format("%Y-%m-%d %H:%M"),
+                    state,
+                    t.label
+                );
+            }
+        }
+        TokenAction::Revoke { id } => {
+            let id: uuid::Uuid = id.trim().parse().with_context(|| format!("{id:?} is not a token id"))?;
+            if !store.revoke_access_token(id).await? {
+                anyhow::bail!("no live token {id} (unknown, or revoked already)");
+            }
+            println!("token {id} revoked");
+        }
+    }
     Ok(())
 }
 

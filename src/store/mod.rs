@@ -6,6 +6,7 @@
 //! own result.
 //! SQL for a table lives in the submodule that owns it.
 
+mod access_tokens;
 mod browse;
 mod conversation;
 mod error;
@@ -28,6 +29,7 @@ pub use conversation::{
     ClosedAudience, ConversationSummary, DestinationAudience, Direction, Membership, NewConversation, NewMessage,
     Topology,
 };
+pub use access_tokens::{AccessTokenView, IssuedToken, TokenBinding};
 pub use error::StoreError;
 pub use group_commit::GroupCommit;
 pub use history::{EntryHistory, EvidenceView, RevisionView, SourceView};

@@ -1,23 +1,59 @@
-// A real MCP client (the official TypeScript SDK) driving `mesh-memory mcp` over stdio.
+// A real MCP client (the official TypeScript SDK) driving `mesh-memory mcp`.
 //
-//   node client.mjs <mesh-memory binary> <database url> <agent> <conversation> <speaker> '<ops JSON>'
+//   node client.mjs stdio <mesh-memory binary> <database url> <agent> <conversation> <speaker> '<ops>'
+//   node client.mjs http <endpoint url> <bearer token> '<ops>'
+//   node client.mjs probe <endpoint url> <bearer token or ->      (raw HTTP: prints the status code)
 //
 // Ops run in order; each is {"op": "tools"} | {"op": "call", "name", "args"} | {"op": "prompt",
 // "name", "args"}. In args, "$ENTRY" and "$REVISION" stand for the entry and revision of the
 // latest committed write seen, "$RANDOM" for a made-up id. Prints one JSON line: what the client
-// saw for every op, for tests/mcp_stdio.rs to compare with the database.
+// saw for every op, for tests/mcp_stdio.rs and tests/mcp_http.rs to compare with the database.
 import { randomUUID } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
-const [binary, url, agent, conversation, speaker, opsJson] = process.argv.slice(2);
+const [mode, ...rest] = process.argv.slice(2);
+
+if (mode === "probe") {
+  // What a client without a valid token gets: the status of an initialize request.
+  const [endpoint, token] = rest;
+  const headers = { "content-type": "application/json", accept: "application/json, text/event-stream" };
+  if (token !== "-") headers.authorization = `Bearer ${token}`;
+  const response = await fetch(endpoint, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "probe", version: "1" } },
+    }),
+  });
+  console.log(JSON.stringify({ status: response.status }));
+  process.exit(0);
+}
+
+let transport;
+let opsJson;
+if (mode === "stdio") {
+  const [binary, url, agent, conversation, speaker, ops] = rest;
+  opsJson = ops;
+  transport = new StdioClientTransport({
+    command: binary,
+    args: ["--database-url", url, "mcp", "--agent", agent, "--conversation", conversation, "--as", speaker],
+    stderr: "inherit",
+  });
+} else if (mode === "http") {
+  const [endpoint, token, ops] = rest;
+  opsJson = ops;
+  transport = new StreamableHTTPClientTransport(new URL(endpoint), {
+    requestInit: { headers: { authorization: `Bearer ${token}` } },
+  });
+} else {
+  throw new Error(`unknown mode ${mode}`);
+}
 const ops = JSON.parse(opsJson);
-
-const transport = new StdioClientTransport({
-  command: binary,
-  args: ["--database-url", url, "mcp", "--agent", agent, "--conversation", conversation, "--as", speaker],
-  stderr: "inherit",
-});
 const client = new Client({ name: "mesh-memory-test-client", version: "1.0.0" });
 await client.connect(transport);
 

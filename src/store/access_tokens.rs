@@ -1,0 +1,160 @@
+//! Access tokens of the MCP server's HTTP transport (table `mcp_access_tokens`).
+//!
+//! A token binds one runtime agent, one conversation and one connector identity (the speaker),
+//! as a stdio server is bound by its launch arguments: whoever holds it speaks as that identity in
+//! that conversation, and nothing in a request can change that. Tokens are 256 random bits shown
+//! once at issue; only their SHA-256 is stored, revocation is immediate (every request looks its
+//! token up), and the last use is recorded.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::{Store, StoreError};
+use crate::ids::{ActorId, AgentId, ConversationId};
+
+/// What a valid token stands for: who speaks, where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenBinding {
+    /// The token's id (never its secret).
+    pub token_id: Uuid,
+    /// The runtime agent whose memory is used.
+    pub agent: AgentId,
+    /// The conversation every call is made in.
+    pub conversation: ConversationId,
+    /// The connector of the speaker's identity (the conversation's).
+    pub connector: String,
+    /// The speaker's id on that connector.
+    pub external_id: String,
+}
+
+/// A token as operators see it: everything but the secret.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct AccessTokenView {
+    /// Token id (what `revoke` takes).
+    pub id: Uuid,
+    /// Runtime agent.
+    pub runtime_agent_id: AgentId,
+    /// Its name.
+    pub agent_name: String,
+    /// The bound conversation.
+    pub conversation_id: ConversationId,
+    /// Its external channel id.
+    pub conversation: String,
+    /// The bound speaker.
+    pub actor_id: ActorId,
+    /// Their connector id (`U456`).
+    pub speaker: String,
+    /// What the operator called it.
+    pub label: String,
+    /// Issued.
+    pub created_at: DateTime<Utc>,
+    /// Last authenticated request.
+    pub last_used_at: Option<DateTime<Utc>>,
+    /// Revoked, if so.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A token just issued: its id and the secret, which is shown this once and never stored.
+#[derive(Clone, Debug)]
+pub struct IssuedToken {
+    /// Token id.
+    pub id: Uuid,
+    /// The bearer secret (`mmt_` and 64 hex digits).
+    pub secret: String,
+}
+
+/// The stored form of a secret.
+fn token_hash(secret: &str) -> Vec<u8> {
+    Sha256::digest(secret.trim().as_bytes()).to_vec()
+}
+
+impl Store {
+    /// Issues a token binding `agent`, `conversation` (the agent's) and the speaker with
+    /// connector id `external_id` on that conversation's connector. `UnknownReference` when the
+    /// conversation is not the agent's; `InvalidInput` when no such identity exists or the label is
+    /// longer than 200 characters. Nothing is written on error.
+    pub async fn issue_access_token(
+        &self,
+        agent: AgentId,
+        conversation: ConversationId,
+        external_id: &str,
+        label: &str,
+    ) -> Result<IssuedToken, StoreError> {
+        if label.chars().count() > 200 {
+            return Err(StoreError::invalid("label", "must be at most 200 characters"));
+        }
+        let connector = self.conversation(agent, conversation).await?.connector;
+        let Some((identity, _)) = self.resolve_identity(&connector, external_id.trim()).await? else {
+            return Err(StoreError::invalid("speaker", format!("no {connector} identity with this id")));
+        };
+        let secret = format!("mmt_{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple());
+        let id = Uuid::now_v7();
+        sqlx::query(
+            "INSERT INTO mcp_access_tokens (id, token_hash, runtime_agent_id, conversation_id, identity_id, label)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(id)
+        .bind(token_hash(&secret))
+        .bind(agent)
+        .bind(conversation)
+        .bind(identity)
+        .bind(label.trim())
+        .execute(&self.pool)
+        .await?;
+        Ok(IssuedToken { id, secret })
+    }
+
+    /// The binding of a live token, recording its use; `None` for a token that is unknown or
+    /// revoked (the two are not told apart). One statement.
+    pub async fn authenticate_access_token(&self, secret: &str) -> Result<Option<TokenBinding>, StoreError> {
+        let row: Option<(Uuid, AgentId, ConversationId, String, String)> = sqlx::query_as(
+            "UPDATE mcp_access_tokens t SET last_used_at = now()
+               FROM connector_identities ci
+              WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND ci.id = t.identity_id
+             RETURNING t.id, t.runtime_agent_id, t.conversation_id, ci.connector, ci.external_id",
+        )
+        .bind(token_hash(secret))
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|(token_id, agent, conversation, connector, external_id)| TokenBinding {
+            token_id,
+            agent,
+            conversation,
+            connector,
+            external_id,
+        }))
+    }
+
+    /// Every token (of `agent`, or of every agent), newest first, revoked ones included.
+    pub async fn list_access_tokens(&self, agent: Option<AgentId>) -> Result<Vec<AccessTokenView>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT t.id, t.runtime_agent_id, ra.name AS agent_name, t.conversation_id,
+                    c.external_channel_id AS conversation, ci.actor_id, ci.external_id AS speaker, t.label,
+                    t.created_at, t.last_used_at, t.revoked_at
+               FROM mcp_access_tokens t
+               JOIN runtime_agents ra ON ra.id = t.runtime_agent_id
+               JOIN conversations c ON c.id = t.conversation_id
+               JOIN connector_identities ci ON ci.id = t.identity_id
+              WHERE $1::uuid IS NULL OR t.runtime_agent_id = $1
+              ORDER BY t.created_at DESC, t.id",
+        )
+        .bind(agent)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Revokes a token at once: its next request gets 401. `false` when there is no such live
+    /// token (unknown, or revoked already).
+    pub async fn revoke_access_token(&self, id: Uuid) -> Result<bool, StoreError> {
+        let revoked =
+            sqlx::query("UPDATE mcp_access_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL")
+                .bind(id)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+        Ok(revoked > 0)
+    }
+}

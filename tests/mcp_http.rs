@@ -1,0 +1,153 @@
+//! `mesh-memory mcp --http` driven by the official TypeScript SDK's streamable-HTTP client
+//! (`tests/mcp/client.mjs`): requests are bound by operator-issued bearer tokens; without a valid
+//! one the server answers 401 and nothing is read or written (checked in SQL).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use common::{test_db, TestDb, World};
+use mesh_memory::store::Topology;
+use serde_json::{json, Value};
+
+/// The server process; killed when the test ends, whatever happens.
+struct Server {
+    child: Child,
+    endpoint: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `mesh-memory mcp --http 127.0.0.1:0` and waits for the address it prints.
+fn serve(db: &TestDb) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mesh-memory"))
+        .args(["--database-url", &db.url, "mcp", "--http", "127.0.0.1:0"])
+        .env("MESH_EMBEDDER", "none")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the server starts");
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let line = loop {
+        match lines.next() {
+            Some(Ok(line)) if line.contains("http://") => break line,
+            Some(Ok(_)) => continue,
+            other => panic!("the server printed no address: {other:?}"),
+        }
+    };
+    let endpoint = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap().to_owned();
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, endpoint }
+}
+
+fn node(args: &[&str]) -> Value {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp");
+    assert!(
+        dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
+        "\n==== the MCP client SDK is not installed: run scripts/setup.sh (npm ci in tests/mcp) ====\n"
+    );
+    let output = Command::new("node").current_dir(&dir).arg("client.mjs").args(args).output().expect("node runs");
+    assert!(
+        output.status.success(),
+        "the MCP client failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap_or_else(|e| panic!("{stdout:?}: {e}"))
+}
+
+/// Messages, memory entries and retrieval events: what a refused request must not add to.
+async fn footprint(db: &TestDb) -> (i64, i64, i64) {
+    sqlx::query_as(
+        "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM memory_entries),
+                (SELECT count(*) FROM memory_retrieval_events)",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn bearer_tokens_bind_http_requests_and_bad_ones_get_401_with_nothing_written() {
+    let db = test_db().await;
+    let world = World::new(&db.store, "assistant").await;
+    let priya = world.person("Priya", "U456").await;
+    let victor = world.person("Victor", "U123").await;
+    let dm = world.conversation("D-PRIYA", Topology::Direct, &[&priya]).await;
+    let channel = world.conversation("C-ENG", Topology::Channel, &[&victor, &priya]).await;
+    let priya_token = db.store.issue_access_token(world.agent, dm, "U456", "Priya's desktop").await.unwrap();
+    let victor_token = db.store.issue_access_token(world.agent, channel, "U123", "").await.unwrap();
+    // Issuing checks the binding: no such speaker on that connector.
+    assert!(db.store.issue_access_token(world.agent, dm, "U999", "").await.is_err());
+    let stored: Vec<Vec<u8>> =
+        sqlx::query_scalar("SELECT token_hash FROM mcp_access_tokens").fetch_all(&db.pool).await.unwrap();
+    assert!(stored.iter().all(|h| h.len() == 32), "SHA-256 digests");
+    assert!(!stored.iter().any(|h| h.as_slice() == priya_token.secret.as_bytes()), "only hashes are stored");
+
+    let server = serve(&db);
+    let seen = node(&[
+        "http",
+        &server.endpoint,
+        &priya_token.secret,
+        &json!([
+            {"op": "tools"},
+            {"op": "call", "name": "remember", "args": {"body": "Is interviewing at Initech next month."}},
+            {"op": "call", "name": "recall", "args": {"query": "interviewing Initech"}},
+            {"op": "call", "name": "remember", "args": {"body": ""}},
+        ])
+        .to_string(),
+    ]);
+    let seen = seen.as_array().unwrap();
+    assert_eq!(seen[0]["names"], json!(["amend", "forget", "recall", "remember", "request_memory_sharing"]));
+    let committed = &seen[1]["json"];
+    assert_eq!(committed["status"], "committed", "{committed}");
+    let (revision, source, origin): (uuid::Uuid, Option<uuid::Uuid>, Option<uuid::Uuid>) = sqlx::query_as(
+        "SELECT r.id, r.source_actor_id, e.origin_conversation_id
+           FROM memory_entries e JOIN memory_entry_revisions r ON r.id = e.current_revision_id WHERE e.id = $1",
+    )
+    .bind(committed["entry_id"].as_str().unwrap().parse::<uuid::Uuid>().unwrap())
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(committed["revision_id"], revision.to_string(), "the result is what the store committed");
+    assert_eq!((source, origin), (Some(priya.actor.0), Some(dm.0)), "bound by the token, not by any argument");
+    assert_eq!(seen[2]["json"]["memories"].as_array().unwrap().len(), 1);
+    assert_eq!(seen[3]["isError"], true, "an empty body is refused");
+
+    // Victor's token binds the channel: Priya's direct-conversation memory is not his to recall.
+    let elsewhere = node(&[
+        "http",
+        &server.endpoint,
+        &victor_token.secret,
+        &json!([{"op": "call", "name": "recall", "args": {"query": "interviewing Initech"}}]).to_string(),
+    ]);
+    assert_eq!(elsewhere[0]["json"]["memories"], json!([]));
+
+    // No token, a made-up one, a revoked one: 401, and nothing was read or written.
+    assert!(db.store.revoke_access_token(victor_token.id).await.unwrap());
+    assert!(!db.store.revoke_access_token(victor_token.id).await.unwrap(), "revoking twice changes nothing");
+    let before = footprint(&db).await;
+    for token in ["-", "mmt_made-up", victor_token.secret.as_str()] {
+        let probed = node(&["probe", &server.endpoint, token]);
+        assert_eq!(probed["status"], 401, "token {token:?}");
+    }
+    assert_eq!(footprint(&db).await, before, "a refused request reads and writes nothing");
+    let listed = db.store.list_access_tokens(Some(world.agent)).await.unwrap();
+    let victor_row = listed.iter().find(|t| t.id == victor_token.id).unwrap();
+    assert!(victor_row.revoked_at.is_some());
+    let priya_row = listed.iter().find(|t| t.id == priya_token.id).unwrap();
+    assert!(priya_row.last_used_at.is_some(), "use is recorded");
+    assert_eq!((priya_row.conversation.as_str(), priya_row.speaker.as_str()), ("D-PRIYA", "U456"));
+    // A valid token still works after the refusals.
+    assert_eq!(node(&["probe", &server.endpoint, &priya_token.secret])["status"], 200);
+}
