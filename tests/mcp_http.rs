@@ -151,3 +151,58 @@ async fn bearer_tokens_bind_http_requests_and_bad_ones_get_401_with_nothing_writ
     // A valid token still works after the refusals.
     assert_eq!(node(&["probe", &server.endpoint, &priya_token.secret])["status"], 200);
 }
+
+/// A LOGIN role in `group` with a random password, and a pool connected as it.
+async fn login_role(db: &TestDb, group: &str) -> (String, sqlx::PgPool) {
+    let role = format!("mm_tok_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let password = uuid::Uuid::new_v4().simple().to_string();
+    let (statement,): (String,) =
+        sqlx::query_as("SELECT format('CREATE ROLE %I LOGIN PASSWORD %L IN ROLE %I', $1, $2, $3)")
+            .bind(&role)
+            .bind(&password)
+            .bind(group)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(statement)).execute(&db.pool).await.unwrap();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(db.options.clone().username(&role).password(&password))
+        .await
+        .expect("the new login role connects");
+    (role, pool)
+}
+
+#[tokio::test]
+async fn an_operator_revokes_a_token_under_their_own_role_and_the_runtime_cannot() {
+    let db = test_db().await;
+    let world = World::new(&db.store, "assistant").await;
+    world.person("Priya", "U456").await;
+    let priya = world.person("Priya Two", "U457").await;
+    let dm = world.conversation("D-PRIYA", Topology::Direct, &[&priya]).await;
+    let token = db.store.issue_access_token(world.agent, dm, "U457", "laptop").await.unwrap();
+
+    // The runtime role may record a token's use, never revoke or re-bind it.
+    let (_, runtime) = login_role(&db, "mesh_runtime").await;
+    let refused = sqlx::query("UPDATE mcp_access_tokens SET revoked_at = now() WHERE id = $1")
+        .bind(token.id)
+        .execute(&runtime)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.as_database_error().and_then(|d| d.code()).as_deref(), Some("42501"));
+
+    let (role, operator) = login_role(&db, "mesh_operator").await;
+    let no_reason = mesh_memory::store::Store::revoke_access_token_as_operator(&operator, token.id, " ").await;
+    assert!(matches!(no_reason, Err(mesh_memory::store::StoreError::InvalidInput { field: "reason", .. })));
+    mesh_memory::store::Store::revoke_access_token_as_operator(&operator, token.id, "laptop lost").await.unwrap();
+    let (action, actor, reason): (String, String, String) =
+        sqlx::query_as("SELECT action, role_name, reason FROM operator_actions WHERE target_id = $1")
+            .bind(token.id)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!((action.as_str(), actor, reason.as_str()), ("revoke_access_token", role, "laptop lost"));
+    assert_eq!(db.store.authenticate_access_token(&token.secret).await.unwrap(), None, "revoked at once");
+    let again = mesh_memory::store::Store::revoke_access_token_as_operator(&operator, token.id, "again").await;
+    assert!(matches!(again, Err(mesh_memory::store::StoreError::InvalidInput { field: "token", .. })));
+}

@@ -157,4 +157,28 @@ impl Store {
                 .rows_affected();
         Ok(revoked > 0)
     }
+
+    /// An operator's revocation, from the console: through the SECURITY DEFINER function
+    /// `mesh_operator_revoke_access_token` under the operator's own login role (`operator_pool`),
+    /// which records that role and `reason` in `operator_actions`. `InvalidInput` for a missing
+    /// reason or a token revoked already, `UnknownReference` for an unknown token. Nothing is
+    /// written on error.
+    pub async fn revoke_access_token_as_operator(
+        operator_pool: &sqlx::PgPool,
+        id: Uuid,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query("SELECT mesh_operator_revoke_access_token($1, $2)")
+            .bind(id)
+            .bind(reason)
+            .execute(operator_pool)
+            .await
+            .map(|_| ())
+            .map_err(|e| match e.as_database_error().and_then(|d| d.code()).as_deref() {
+                Some("MM007") => StoreError::invalid("reason", "a revocation needs a reason of 1 to 2000 characters"),
+                Some("MM009") => StoreError::UnknownReference { kind: "access token", id },
+                Some("MM002") => StoreError::invalid("token", "this token was revoked already"),
+                _ => StoreError::Database(e),
+            })
+    }
 }
