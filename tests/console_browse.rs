@@ -127,11 +127,11 @@ async fn operator_and_reader_roles_sign_in_with_their_own_rights() {
     let op_pool = connect_as(&db.options, &operator, "operator-password-1").await.unwrap();
     let rights = operator_rights(&op_pool).await.unwrap();
     assert_eq!(rights.role, operator);
-    assert!(rights.can_browse && rights.can_approve && rights.limitation.is_none());
+    assert!(rights.can_browse && rights.can_approve && rights.can_review_evidence && rights.limitation.is_none());
 
     let reader_pool = connect_as(&db.options, &reader, "reader-password-12").await.unwrap();
     let rights = operator_rights(&reader_pool).await.unwrap();
-    assert!(rights.can_browse && !rights.can_approve);
+    assert!(rights.can_browse && !rights.can_approve && !rights.can_review_evidence);
     assert!(rights.limitation.unwrap().contains("not a member of mesh_operator"));
     let store = mesh_memory::store::Store::new(reader_pool.clone());
     store.browse_entries(&BrowseFilter::default(), None, 10).await.expect("a reader can browse");
@@ -196,4 +196,108 @@ async fn operator_views_label_every_actor_the_shells_show() {
     let event = views::retrieval_event(&db.store, outcome.event_id).await.unwrap().expect("event recorded");
     assert_eq!(event.audience_labels, ["Ana (id U1)"]);
     assert_eq!(event.event.selections[0].entry_id, entry);
+}
+
+/// How many rows an evidence review may have written (operator log, evidence log).
+async fn review_rows(db: &common::TestDb) -> (i64, i64) {
+    sqlx::query_as("SELECT (SELECT count(*) FROM operator_actions), (SELECT count(*) FROM evidence_repairs)")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_operator_reviews_unknown_evidence_as_their_own_role_and_a_reader_cannot() {
+    use mesh_memory::privacy::repair::{review_evidence, EvidenceReviewDecision, RepairError};
+    use mesh_memory::store::{EvidenceView, Store};
+    use mesh_memory::views;
+
+    let db = test_db().await;
+    let mut world = World::new(&db.store, "evidence-agent").await;
+    let ana = world.person("Ana", "U1").await;
+    let bo = world.person("Bo", "U2").await;
+    world.conversation("C1", Topology::Channel, &[&ana, &bo]).await;
+    let bridged = db
+        .store
+        .create_conversation(NewConversation {
+            agent: world.agent,
+            connector: "email",
+            external_channel_id: "thread-7",
+            topology: Topology::Unknown,
+            title: "forwarded",
+        })
+        .await
+        .unwrap();
+    db.store.join_conversation(bridged, ana.actor, world.clock - chrono::Duration::days(1)).await.unwrap();
+    let (entry, revision) = world.remember(bridged, &ana, None, "Budget review moved to Thursday").await;
+
+    let operator = unique_role("t_rev_op");
+    let reader = unique_role("t_rev_reader");
+    create_console_role(&db.pool, &operator, "operator-password-1", ConsoleRoleKind::Operator).await.unwrap();
+    create_console_role(&db.pool, &reader, "reader-password-12", ConsoleRoleKind::Reader).await.unwrap();
+    let op_pool = connect_as(&db.options, &operator, "operator-password-1").await.unwrap();
+    let reader_pool = connect_as(&db.options, &reader, "reader-password-12").await.unwrap();
+    let op_store = Store::new(op_pool.clone());
+
+    // What the review form shows: the unknown source with its transcript facts, and the choices.
+    let detail = views::evidence_review_detail(&op_store, revision).await.unwrap().expect("revision exists");
+    assert_eq!((detail.revision.entry_id, detail.revision.body.as_str()), (entry, "Budget review moved to Thursday"));
+    let [source] = &detail.revision.sources[..] else { panic!("one unknown source: {:?}", detail.revision.sources) };
+    assert_eq!(source.sender, Some(ana.actor));
+    assert_eq!(source.conversation_topology.as_deref(), Some("unknown"));
+    assert_eq!(source.members_when_sent, vec![ana.actor], "recorded members, never the agent");
+    assert_eq!(source.kept_unknown_by, None);
+    let choices: Vec<&str> = detail.audience_choices.iter().map(|c| c.label.as_str()).collect();
+    assert_eq!(choices, ["Ana (id U1)", "Bo (id U2)"], "the agent's people, never the agent itself");
+    assert!(views::evidence_review_detail(&op_store, mesh_memory::RevisionId::generate()).await.unwrap().is_none());
+    let source_id = source.source_id;
+    let proven = EvidenceReviewDecision::Proven { audience: vec![ana.actor] };
+
+    // A reader is refused by the database itself, and nothing is written.
+    let before = review_rows(&db).await;
+    let refused = review_evidence(&reader_pool, source_id, &proven, "Ana says it was 1:1").await.unwrap_err();
+    assert!(matches!(&refused, RepairError::NotAnOperator(role) if role == &reader), "{refused}");
+    let blank = review_evidence(&op_pool, source_id, &EvidenceReviewDecision::LeaveUnknown, "  ").await;
+    assert!(matches!(blank, Err(RepairError::MissingReason)));
+    let long = review_evidence(&op_pool, source_id, &EvidenceReviewDecision::LeaveUnknown, &"x".repeat(2001)).await;
+    assert!(matches!(long, Err(RepairError::ReasonTooLong)));
+    let nobody = EvidenceReviewDecision::Proven { audience: vec![] };
+    assert!(matches!(review_evidence(&op_pool, source_id, &nobody, "who?").await, Err(RepairError::EmptyAudience)));
+    assert_eq!(review_rows(&db).await, before, "no refused review wrote anything");
+
+    // Leaving it unknown records the note under the operator's role; the revision stays queued.
+    let kept = review_evidence(&op_pool, source_id, &EvidenceReviewDecision::LeaveUnknown, "Ana has not replied yet")
+        .await
+        .unwrap();
+    assert_eq!((kept.entry_id, kept.revision_id, kept.evidence_known), (entry, revision, false));
+    assert_eq!(kept.reviewed_by, operator);
+    let source = &views::evidence_review_detail(&op_store, revision).await.unwrap().unwrap().revision.sources[0];
+    assert_eq!(source.kept_unknown_by.as_deref(), Some(operator.as_str()));
+    assert_eq!(source.kept_unknown_note.as_deref(), Some("Ana has not replied yet"));
+    assert_eq!(op_store.evidence_review(None, None, 50).await.unwrap().items.len(), 1);
+
+    // Marking the proven audience makes it known: the lineage shows it, the queue empties.
+    let marked = review_evidence(&op_pool, source_id, &proven, "Ana confirmed it was a 1:1 thread").await.unwrap();
+    assert!(marked.evidence_known);
+    let lineage = views::entry_detail(&op_store, entry).await.unwrap().unwrap();
+    let reviewed = &lineage.history.revisions[0].sources[0];
+    assert_eq!(
+        reviewed.evidence,
+        EvidenceView::Known { actors: vec![ana.actor], labels: vec!["Ana (id U1)".to_owned()] }
+    );
+    assert_eq!(reviewed.evidence_basis, format!("operator review by {operator}"));
+    assert!(op_store.evidence_review(None, None, 50).await.unwrap().items.is_empty());
+
+    // A second review (say, another operator's stale form) is refused and writes nothing.
+    let after = review_rows(&db).await;
+    let again = review_evidence(&op_pool, source_id, &EvidenceReviewDecision::LeaveUnknown, "late").await.unwrap_err();
+    assert!(matches!(again, RepairError::NotReviewable(_)), "{again}");
+    assert!(again.to_string().contains("nothing was written"));
+    assert_eq!(review_rows(&db).await, after);
+    common::assert_projection_matches_canonical(&db.pool).await;
+
+    op_pool.close().await;
+    reader_pool.close().await;
+    drop_role(&db, &operator).await;
+    drop_role(&db, &reader).await;
 }

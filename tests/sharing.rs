@@ -378,6 +378,57 @@ async fn a_request_whose_revision_changed_cannot_be_approved() {
     drop_role(&s.db, &role).await;
 }
 
+/// What an operator decision may have written: grants, operator log rows, the request's state.
+async fn written_for(db: &TestDb, request: SharingRequestId) -> (i64, i64, String) {
+    sqlx::query_as(
+        "SELECT (SELECT count(*) FROM sharing_grants WHERE request_id = $1),
+                (SELECT count(*) FROM operator_actions WHERE target_id = $1),
+                (SELECT state::text FROM sharing_requests WHERE id = $1)",
+    )
+    .bind(request)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_request_decided_by_another_operator_or_forgotten_is_refused_naming_why_and_writing_nothing() {
+    let mut s = scene().await;
+    let decided_elsewhere = request_via_turn(&mut s).await;
+    let forgotten = request_via_turn(&mut s).await;
+    let (bob, bob_pool) = login_role(&s.db, "mm_bob", "mesh_operator").await;
+    let (alice, alice_pool) = login_role(&s.db, "mm_alice", "mesh_operator").await;
+    approve_as_operator(&bob_pool, decided_elsewhere, "Priya asked in DM.").await.unwrap();
+    let before = written_for(&s.db, decided_elsewhere).await;
+
+    let refused = approve_as_operator(&alice_pool, decided_elsewhere, "also fine").await.unwrap_err();
+    assert!(
+        matches!(&refused, SharingError::AlreadyDecided(what) if what == &format!("approved by {bob}")),
+        "{refused}"
+    );
+    assert_eq!(refused.to_string(), format!("already decided (approved by {bob}); nothing was written"));
+    let denied = deny_as_operator(&alice_pool, decided_elsewhere, "no").await.unwrap_err();
+    assert!(matches!(denied, SharingError::AlreadyDecided(_)), "{denied}");
+    assert_eq!(written_for(&s.db, decided_elsewhere).await, before, "the second operator wrote nothing");
+
+    // `forgotten` shares the revision `decided_elsewhere` released; forgetting the entry makes it stale.
+    s.db.store.forget_entry(s.world.agent, s.private_entry).await.unwrap();
+    let stale = approve_as_operator(&alice_pool, forgotten, "ok").await.unwrap_err();
+    assert!(matches!(stale, SharingError::StaleRequest), "{stale}");
+    assert!(stale.to_string().contains("amended or forgotten") && stale.to_string().contains("nothing was written"));
+    assert_eq!(written_for(&s.db, forgotten).await, (0, 0, "pending".to_owned()));
+    let acted: i64 = sqlx::query_scalar("SELECT count(*) FROM operator_actions WHERE role_name = $1")
+        .bind(&alice)
+        .fetch_one(&s.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(acted, 0, "no refused decision is logged as an action");
+    alice_pool.close().await;
+    bob_pool.close().await;
+    drop_role(&s.db, &alice).await;
+    drop_role(&s.db, &bob).await;
+}
+
 async fn drop_role(db: &TestDb, role: &str) {
     let (statement,): (String,) =
         sqlx::query_as("SELECT format('DROP ROLE %I', $1)").bind(role).fetch_one(&db.pool).await.unwrap();

@@ -2,11 +2,20 @@
 //! real core APIs, never by writing rows by hand:
 //!
 //! - `seed`: the demo workspace (`demo::seed`), plus what the walkthrough needs whatever else the
-//!   demo holds: a real audited retrieval (`retrieval::search`), a pending sharing request made
-//!   under an authenticated direct message (`privacy::sharing::create_request`), a memory from a
-//!   conversation of unknown topology (unknown audience evidence, for evidence review), and a
-//!   browse-only login role. Prints the ids as JSON.
+//!   demo holds: a real audited retrieval (`retrieval::search`), pending sharing requests made
+//!   under an authenticated direct message (`privacy::sharing::create_request`; three of them for
+//!   the stale-approval checks), two memories from a conversation of unknown topology (unknown
+//!   audience evidence, for evidence review) and a browse-only login role. Prints the ids as JSON.
+//!   (No second operator yet: the console's first run must still find no operator role.)
 //! - `grant <request-id>`: prints the grant of that request as JSON (role recorded, audience).
+//! - `request <request-id>`: what a decision wrote for that request: its state and decider, its
+//!   grants and the operator actions logged on it.
+//! - `amend <entry-id>` / `forget <entry-id>`: amend (as its subject) or forget an entry, making
+//!   requests for its revision stale while the console shows them.
+//! - `approve-as-other-operator <request-id>`: a second operator role (created on first use)
+//!   approves first.
+//! - `evidence <revision-id>`: every source of that revision with its evidence, its basis and the
+//!   operator actions logged on it.
 //! - `browse-timing`: times memory-browser pages (first, deep keyset, each filter) on whatever
 //!   the database holds, for the scale check at a million revisions.
 //!
@@ -16,8 +25,10 @@ use mesh_memory::database;
 use mesh_memory::privacy::sharing::{self, NewSharingRequest};
 use mesh_memory::retrieval::{self, RetrievalConfig, RetrievalMode, SearchRequest};
 use mesh_memory::store::{
-    ConsoleRoleKind, Direction, NewConversation, NewMemory, NewMessage, Restriction, SourceRef, Store, Topology,
+    Amendment, ConsoleRoleKind, Direction, NewConversation, NewMemory, NewMessage, Restriction, SourceRef, Store,
+    SubjectUpdate, Topology,
 };
+use mesh_memory::{ActorId, AgentId, ConversationId, EntryId, MessageId};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -97,6 +108,44 @@ async fn seed(store: &Store, admin: &sqlx::PgPool) -> Result<serde_json::Value> 
         })
         .await?;
 
+    // A second forwarded note, still waiting for review when the read-only reviewer looks.
+    let forwarded_later = store
+        .record_message(NewMessage {
+            agent: demo.agent,
+            conversation: bridged,
+            direction: Direction::Inbound,
+            sender: victor,
+            sender_identity: None,
+            body: "Also: the offsite moved to Lisbon.",
+            sent_at: chrono::Utc::now(),
+        })
+        .await?;
+    let still_withheld = store
+        .create_entry(NewMemory {
+            agent: demo.agent,
+            body: "The team offsite moved to Lisbon.".into(),
+            subject: None,
+            source_actor: Some(victor),
+            origin_conversation: Some(bridged),
+            always_on: false,
+            restriction: Restriction::None,
+            sources: vec![SourceRef::Message(forwarded_later)],
+        })
+        .await?;
+
+    // Three more requests from Alex's direct messages: amended, forgotten and decided by another
+    // operator while the console still shows them pending.
+    let alex = AlexDm { agent: demo.agent, dm: dm_alex_kim, alex: alex_kim, identity: identity.map(|i| i.0) };
+    let mut stale = serde_json::Map::new();
+    for (name, body) in [
+        ("amended", "Alex is out of office next Friday."),
+        ("forgotten", "Alex moved desks to the third floor."),
+        ("decided_elsewhere", "Alex prefers meetings before noon."),
+    ] {
+        let (entry, request) = alex.shared_memory(store, body, engineering).await?;
+        stale.insert(name.into(), serde_json::json!({ "entry": entry.to_string(), "request": request.to_string() }));
+    }
+
     let reader_password = "reader-password-e2e";
     mesh_memory::store::create_console_role(admin, "console_reader", reader_password, ConsoleRoleKind::Reader).await?;
 
@@ -107,9 +156,168 @@ async fn seed(store: &Store, admin: &sqlx::PgPool) -> Result<serde_json::Value> 
         "event_id": event.to_string(),
         "request_id": request_id.to_string(),
         "withheld_entry": withheld.entry_id.to_string(),
+        "withheld_revision": withheld.revision_id.to_string(),
+        "still_withheld_revision": still_withheld.revision_id.to_string(),
+        "victor": victor.to_string(),
+        "stale": stale,
         "reader_role": "console_reader",
         "reader_password": reader_password,
+        "other_operator": OTHER_OPERATOR,
     }))
+}
+
+/// Alex Kim's authenticated direct conversation with the agent.
+struct AlexDm {
+    agent: AgentId,
+    dm: ConversationId,
+    alex: ActorId,
+    identity: Option<mesh_memory::IdentityId>,
+}
+
+impl AlexDm {
+    async fn says(&self, store: &Store, body: &str) -> Result<MessageId> {
+        Ok(store
+            .record_message(NewMessage {
+                agent: self.agent,
+                conversation: self.dm,
+                direction: Direction::Inbound,
+                sender: self.alex,
+                sender_identity: self.identity,
+                body,
+                sent_at: chrono::Utc::now(),
+            })
+            .await?)
+    }
+
+    /// A memory Alex told the agent directly, and Alex's pending request to share it in `target`.
+    async fn shared_memory(
+        &self,
+        store: &Store,
+        body: &str,
+        target: ConversationId,
+    ) -> Result<(EntryId, sharing::SharingRequestId)> {
+        let told = self.says(store, body).await?;
+        let memory = store
+            .create_entry(NewMemory {
+                agent: self.agent,
+                body: body.into(),
+                subject: Some(self.alex),
+                source_actor: Some(self.alex),
+                origin_conversation: Some(self.dm),
+                always_on: false,
+                restriction: Restriction::None,
+                sources: vec![SourceRef::Message(told)],
+            })
+            .await?;
+        let ask = self.says(store, "Please let #engineering know that too.").await?;
+        let request = sharing::create_request(
+            store,
+            NewSharingRequest {
+                agent: self.agent,
+                via_message: ask,
+                revision: memory.revision_id,
+                target_conversation: target,
+                rationale: "Alex asked me to tell #engineering.".into(),
+            },
+        )
+        .await?;
+        Ok((memory.entry_id, request))
+    }
+}
+
+/// What decisions wrote for a request: state, decider, grants and logged operator actions.
+async fn request_record(admin: &sqlx::PgPool, request: &str) -> Result<serde_json::Value> {
+    let request: uuid::Uuid = request.parse()?;
+    let (state, decided_by, grants, actions): (String, Option<String>, i64, Vec<String>) = sqlx::query_as(
+        "SELECT q.state::text, q.decided_by,
+                (SELECT count(*) FROM sharing_grants g WHERE g.request_id = q.id),
+                coalesce((SELECT array_agg(o.role_name || ':' || o.action ORDER BY o.id) FROM operator_actions o
+                           WHERE o.target_id = q.id), '{}')
+           FROM sharing_requests q WHERE q.id = $1",
+    )
+    .bind(request)
+    .fetch_one(admin)
+    .await?;
+    Ok(serde_json::json!({ "state": state, "decided_by": decided_by, "grants": grants, "operator_actions": actions }))
+}
+
+/// Amends an entry (a new body, as its subject said it) so requests for the old revision are stale.
+async fn amend(store: &Store, entry: &str) -> Result<serde_json::Value> {
+    let entry = EntryId(entry.parse()?);
+    let agent = store.entry_owner(entry).await?.ok_or("no such entry")?;
+    let history = store.entry_history(agent, entry).await?.ok_or("no such entry")?;
+    let current = history.revisions.last().ok_or("entry without revisions")?;
+    let outcome = store
+        .amend_entry(Amendment {
+            agent,
+            entry,
+            expected_revision: history.current_revision_id,
+            body: Some(format!("{} (corrected)", current.body)),
+            subject: SubjectUpdate::Keep,
+            source_actor: current.source_actor,
+            sources: vec![],
+        })
+        .await?;
+    Ok(serde_json::json!({ "amended": format!("{outcome:?}") }))
+}
+
+/// Forgets an entry.
+async fn forget(store: &Store, entry: &str) -> Result<serde_json::Value> {
+    let entry = EntryId(entry.parse()?);
+    let agent = store.entry_owner(entry).await?.ok_or("no such entry")?;
+    let outcome = store.forget_entry(agent, entry).await?;
+    Ok(serde_json::json!({ "forgotten": format!("{outcome:?}") }))
+}
+
+/// The second operator's login role, and its password (a test fixture's).
+const OTHER_OPERATOR: &str = "ops_bob";
+const OTHER_OPERATOR_PASSWORD: &str = "other-operator-password-e2e";
+
+/// Another operator approves a request through their own login role (created on first use).
+async fn approve_as_other_operator(admin: &sqlx::PgPool, request: &str) -> Result<serde_json::Value> {
+    let request = sharing::SharingRequestId(request.parse()?);
+    let role = mesh_memory::store::create_console_role(
+        admin,
+        OTHER_OPERATOR,
+        OTHER_OPERATOR_PASSWORD,
+        ConsoleRoleKind::Operator,
+    )
+    .await;
+    if let Err(err) = role {
+        if !matches!(err, mesh_memory::store::StoreError::AlreadyExists { .. }) {
+            return Err(err.into());
+        }
+    }
+    let options = admin.connect_options();
+    let pool = mesh_memory::store::connect_as(&options, OTHER_OPERATOR, OTHER_OPERATOR_PASSWORD).await?;
+    let grant = sharing::approve_as_operator(&pool, request, "Confirmed with Alex by phone.").await;
+    pool.close().await;
+    Ok(serde_json::json!({ "grant": grant?.to_string() }))
+}
+
+/// A source's id, evidence state, basis, audience and the operator actions logged on it.
+type SourceEvidenceRow = (String, String, String, Vec<String>, Vec<String>);
+
+/// Every source of a revision: evidence state, basis, audience and operator actions logged on it.
+async fn evidence(admin: &sqlx::PgPool, revision: &str) -> Result<serde_json::Value> {
+    let revision: uuid::Uuid = revision.parse()?;
+    let rows: Vec<SourceEvidenceRow> = sqlx::query_as(
+        "SELECT s.id::text, s.evidence::text, s.evidence_basis,
+                coalesce((SELECT array_agg(a::text ORDER BY a) FROM unnest(s.audience) a), '{}'),
+                coalesce((SELECT array_agg(o.role_name || ':' || o.action ORDER BY o.id) FROM operator_actions o
+                           WHERE o.target_id = s.id), '{}')
+           FROM revision_sources s WHERE s.revision_id = $1 ORDER BY s.created_at, s.id",
+    )
+    .bind(revision)
+    .fetch_all(admin)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, evidence, basis, audience, actions)| {
+            serde_json::json!({ "source": id, "evidence": evidence, "basis": basis, "audience": audience,
+                                "operator_actions": actions })
+        })
+        .collect())
 }
 
 async fn grant(admin: &sqlx::PgPool, request: &str) -> Result<serde_json::Value> {
@@ -180,7 +388,18 @@ async fn main() -> Result<()> {
         Some("seed") => seed(&store, &db.pool).await,
         Some("browse-timing") => browse_timing(&store).await,
         Some("grant") => grant(&db.pool, args.get(1).ok_or("grant needs a request id")?).await,
-        _ => Err("usage: e2e_fixture seed | grant <request-id>".into()),
+        Some("request") => request_record(&db.pool, args.get(1).ok_or("request needs a request id")?).await,
+        Some("amend") => amend(&store, args.get(1).ok_or("amend needs an entry id")?).await,
+        Some("forget") => forget(&store, args.get(1).ok_or("forget needs an entry id")?).await,
+        Some("approve-as-other-operator") => {
+            approve_as_other_operator(&db.pool, args.get(1).ok_or("approve-as-other-operator needs a request id")?)
+                .await
+        }
+        Some("evidence") => evidence(&db.pool, args.get(1).ok_or("evidence needs a revision id")?).await,
+        _ => Err("usage: e2e_fixture seed | grant <request-id> | request <request-id> | amend <entry-id> \
+                  | forget <entry-id> | approve-as-other-operator <request-id> | evidence <revision-id> \
+                  | browse-timing"
+            .into()),
     };
     db.close().await;
     println!("{}", serde_json::to_string(&output?)?);

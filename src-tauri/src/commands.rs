@@ -1,13 +1,16 @@
 //! The IPC commands: each is one call into the core crate (`mesh_memory::views` for the operator
 //! views, the store's read side for lists), under the signed-in operator's own login role.
 
+use mesh_memory::privacy::repair::{self, EvidenceReviewDecision, ReviewedSource};
 use mesh_memory::privacy::sharing::{self, SharingRequestId};
 use mesh_memory::store::{
     ActorChoice, AgentSummary, BrowseFilter, ConversationChoice, EntryPage, EvidenceReviewPage, OperatorRights,
     SharingRequestView,
 };
-use mesh_memory::views::{self, EntryDetail, Explanation, RetrievalEventDetail, RetrievalEventList};
-use mesh_memory::{AgentId, ConversationId, EntryId, RetrievalEventId, RevisionId};
+use mesh_memory::views::{
+    self, EntryDetail, EvidenceReviewDetail, Explanation, RetrievalEventDetail, RetrievalEventList,
+};
+use mesh_memory::{AgentId, ConversationId, EntryId, RetrievalEventId, RevisionId, SourceId};
 use tauri::State;
 
 use crate::dto;
@@ -106,6 +109,28 @@ pub async fn entry_detail(console: State<'_, Console>, entry_id: EntryId) -> Res
 #[specta::specta]
 pub async fn evidence_review(console: State<'_, Console>, after: Option<RevisionId>) -> Res<EvidenceReviewPage> {
     Ok(console.store().await?.evidence_review(None, after, PAGE).await?)
+}
+
+/// One revision of the review queue: its unknown sources and the actors a review may name.
+#[tauri::command]
+#[specta::specta]
+pub async fn evidence_review_detail(console: State<'_, Console>, revision_id: RevisionId) -> Res<EvidenceReviewDetail> {
+    let detail = views::evidence_review_detail(&console.store().await?, revision_id).await?;
+    detail.ok_or_else(|| not_found("revision", revision_id))
+}
+
+/// Review one source of unknown evidence: mark its proven audience or leave it unknown, with a
+/// note. Runs the `SECURITY DEFINER` review function as the operator's own role, which the
+/// database records; read-only roles are refused.
+#[tauri::command]
+#[specta::specta]
+pub async fn review_source_evidence(
+    console: State<'_, Console>,
+    source_id: SourceId,
+    decision: EvidenceReviewDecision,
+    note: String,
+) -> Res<ReviewedSource> {
+    Ok(repair::review_evidence(console.evidence_reviewer().await?.pool(), source_id, &decision, &note).await?)
 }
 
 /// One page of retrieval events.

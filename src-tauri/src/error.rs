@@ -99,6 +99,21 @@ impl From<mesh_memory::privacy::sharing::SharingError> for ConsoleError {
     }
 }
 
+impl From<mesh_memory::privacy::repair::RepairError> for ConsoleError {
+    fn from(err: mesh_memory::privacy::repair::RepairError) -> Self {
+        use mesh_memory::privacy::repair::RepairError as E;
+        let kind = match &err {
+            E::MissingReason | E::ReasonTooLong | E::EmptyAudience | E::UnknownActor => ErrorKind::Invalid,
+            E::NotAnOperator(_) => ErrorKind::Forbidden,
+            E::NotReviewable(_) => ErrorKind::Conflict,
+            E::Database(db) => return database_error(db),
+            #[allow(unreachable_patterns)] // RepairError may grow; unknown variants read as database errors
+            _ => ErrorKind::Database,
+        };
+        Self::new(kind, err.to_string())
+    }
+}
+
 /// Maps a PostgreSQL failure to a console error: a refused privilege is `Forbidden`, a failed
 /// login is reported as such (without echoing credentials), anything else as a database error.
 pub fn database_error(err: &sqlx::Error) -> ConsoleError {

@@ -25,6 +25,8 @@ pub fn specta_builder() -> tauri_specta::Builder<tauri::Wry> {
             commands::browse_entries,
             commands::entry_detail,
             commands::evidence_review,
+            commands::evidence_review_detail,
+            commands::review_source_evidence,
             commands::retrieval_events,
             commands::retrieval_event,
             commands::explain,

@@ -159,10 +159,27 @@ impl Console {
     /// The signed-in operator's store and role name, if the role may decide sharing requests;
     /// otherwise `Forbidden` with the reason the UI shows.
     pub async fn approver(&self) -> Result<(Store, String), ConsoleError> {
+        self.permitted(|rights| rights.can_approve, "this role may not approve").await
+    }
+
+    /// The signed-in operator's store, if the role may review audience evidence; otherwise
+    /// `Forbidden` with the reason the UI shows. (The database refuses it again on its own.)
+    pub async fn evidence_reviewer(&self) -> Result<Store, ConsoleError> {
+        let (store, _) =
+            self.permitted(|rights| rights.can_review_evidence, "this role may not review evidence").await?;
+        Ok(store)
+    }
+
+    /// The session's store and role name when `allowed` holds for its rights.
+    async fn permitted(
+        &self,
+        allowed: impl Fn(&store::OperatorRights) -> bool,
+        otherwise: &str,
+    ) -> Result<(Store, String), ConsoleError> {
         let guard = self.session.read().await;
         let session = guard.as_ref().ok_or_else(|| ConsoleError::new(ErrorKind::NotSignedIn, "sign in first"))?;
-        if !session.rights.can_approve {
-            let why = session.rights.limitation.clone().unwrap_or_else(|| "this role may not approve".into());
+        if !allowed(&session.rights) {
+            let why = session.rights.limitation.clone().unwrap_or_else(|| otherwise.into());
             return Err(ConsoleError::new(ErrorKind::Forbidden, why));
         }
         Ok((session.store.clone(), session.rights.role.clone()))

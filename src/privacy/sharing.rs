@@ -88,14 +88,18 @@ pub enum SharingError {
     /// No such grant.
     #[error("sharing grant {0} does not exist")]
     UnknownGrant(SharingGrantId),
-    /// Already approved, denied or revoked.
-    #[error("already decided: {0}")]
+    /// Already approved, denied or revoked (by another operator, or by the voices' confirmation):
+    /// what was decided and by whom, when known.
+    #[error("already decided ({0}); nothing was written")]
     AlreadyDecided(String),
     /// The request's revision was amended or forgotten since; it can no longer be approved.
-    #[error("the revision of this request is no longer current (amended or forgotten); it cannot be approved")]
+    #[error(
+        "the memory was amended or forgotten since this request, so the requested revision is no longer current \
+         and cannot be released; nothing was written (the agent may ask again for the current revision)"
+    )]
     StaleRequest,
     /// Past its expiry.
-    #[error("the sharing request has expired; ask for a new one")]
+    #[error("the sharing request has expired; nothing was written; ask for a new one")]
     Expired,
     /// The confirming message is not an authenticated inbound direct message after the request.
     #[error("the confirmation is not a connector-authenticated direct message received after the request")]
@@ -342,13 +346,15 @@ pub async fn approve_as_operator(
     request: SharingRequestId,
     reason: &str,
 ) -> Result<SharingGrantId, SharingError> {
-    sqlx::query_scalar("SELECT mesh_operator_approve_sharing($1, $2)")
+    let approved = sqlx::query_scalar("SELECT mesh_operator_approve_sharing($1, $2)")
         .bind(request)
         .bind(reason)
         .fetch_one(operator_pool)
-        .await
-        .map(SharingGrantId)
-        .map_err(|e| map_request_error(e, request))
+        .await;
+    match approved {
+        Ok(grant) => Ok(SharingGrantId(grant)),
+        Err(error) => Err(operator_refusal(operator_pool, request, error).await),
+    }
 }
 
 /// An operator's denial (recorded with `session_user`).
@@ -357,13 +363,38 @@ pub async fn deny_as_operator(
     request: SharingRequestId,
     reason: &str,
 ) -> Result<(), SharingError> {
-    sqlx::query("SELECT mesh_operator_deny_sharing($1, $2)")
+    let denied = sqlx::query("SELECT mesh_operator_deny_sharing($1, $2)")
         .bind(request)
         .bind(reason)
         .execute(operator_pool)
-        .await
-        .map(|_| ())
-        .map_err(|e| map_request_error(e, request))
+        .await;
+    match denied {
+        Ok(_) => Ok(()),
+        Err(error) => Err(operator_refusal(operator_pool, request, error).await),
+    }
+}
+
+/// The typed refusal of an operator decision. A request someone else decided first names that
+/// decision (`approved by ops_bob`), read after the refused call rolled back, so the operator
+/// learns who acted instead of a bare state.
+async fn operator_refusal(operator_pool: &PgPool, request: SharingRequestId, error: sqlx::Error) -> SharingError {
+    let refusal = map_request_error(error, request);
+    if !matches!(refusal, SharingError::AlreadyDecided(_)) {
+        return refusal;
+    }
+    let decided: Result<Option<(String, Option<String>)>, _> =
+        sqlx::query_as("SELECT state::text, decided_by FROM sharing_requests WHERE id = $1")
+            .bind(request)
+            .fetch_optional(operator_pool)
+            .await;
+    match decided {
+        Ok(Some((state, Some(by)))) if by.starts_with("source_actor:") => {
+            SharingError::AlreadyDecided(format!("{state} by the confirmation of the people it quotes"))
+        }
+        Ok(Some((state, Some(by)))) => SharingError::AlreadyDecided(format!("{state} by {by}")),
+        Ok(Some((state, None))) => SharingError::AlreadyDecided(state),
+        _ => refusal,
+    }
 }
 
 /// An operator's decision on a pending request: an approval (returning the grant it created)

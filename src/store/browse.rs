@@ -21,7 +21,7 @@ use super::identity::ActorKind;
 use super::lineage::SourceKind;
 use super::memory::EntryState;
 use super::{Store, StoreError};
-use crate::ids::{ActorId, AgentId, ConversationId, EntryId, MessageId, RevisionId};
+use crate::ids::{ActorId, AgentId, ConversationId, EntryId, MessageId, RevisionId, SourceId};
 
 /// The most rows one page may hold; larger requests are clamped, so a caller cannot ask the
 /// database for an unbounded scan.
@@ -125,6 +125,63 @@ pub struct EvidenceReviewPage {
     pub items: Vec<EvidenceReviewItem>,
     /// Pass as `after` to get the next page.
     pub next_after: Option<RevisionId>,
+}
+
+/// A revision in the evidence-review queue, with each of its sources of unknown evidence: what
+/// an operator needs to decide who could read them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct RevisionUnderReview {
+    /// The revision.
+    pub revision_id: RevisionId,
+    /// Its entry.
+    pub entry_id: EntryId,
+    /// Owning runtime agent.
+    pub runtime_agent_id: AgentId,
+    /// Revision number.
+    pub revision_number: i32,
+    /// The whole body: the operator judges what it would reveal.
+    pub body: String,
+    /// Its sources whose audience evidence is unknown, oldest first (empty once all are known).
+    pub sources: Vec<UnknownSource>,
+}
+
+/// One source of unknown audience evidence, with the transcript facts an operator weighs (who
+/// said it, where, who was recorded in that conversation then) and the last "left unknown" note.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct UnknownSource {
+    /// The source row (what a review names).
+    pub source_id: SourceId,
+    /// What it points at.
+    pub kind: SourceKind,
+    /// Why its evidence is unknown.
+    pub evidence_basis: String,
+    /// The message, for message sources.
+    pub message_id: Option<MessageId>,
+    /// Where the message was said.
+    pub conversation_title: Option<String>,
+    /// That conversation's recorded topology (`unknown` is the usual reason for review).
+    pub conversation_topology: Option<String>,
+    /// Who sent the message.
+    pub sender: Option<ActorId>,
+    /// Whether a connector authenticated the sender.
+    pub sender_authenticated: Option<bool>,
+    /// When it was sent.
+    pub sent_at: Option<DateTime<Utc>>,
+    /// The start of the message, or of the referenced revision for revision sources.
+    pub excerpt: Option<String>,
+    /// The referenced revision, for revision sources.
+    pub parent_revision_id: Option<RevisionId>,
+    /// Actors recorded as members of the conversation when the message was sent (never the agent
+    /// itself): a hint, not proof, since the topology is what is unknown.
+    pub members_when_sent: Vec<ActorId>,
+    /// The last operator note that left this source unknown: who, when and why.
+    pub kept_unknown_by: Option<String>,
+    /// When.
+    pub kept_unknown_at: Option<DateTime<Utc>>,
+    /// The note.
+    pub kept_unknown_note: Option<String>,
 }
 
 /// A runtime agent for pickers.
@@ -318,6 +375,75 @@ impl Store {
         let items: Vec<EvidenceReviewItem> = query.build_query_as().fetch_all(&self.pool).await?;
         let next_after = if items.len() as i64 == size { items.last().map(|i| i.revision_id) } else { None };
         Ok(EvidenceReviewPage { items, next_after })
+    }
+
+    /// One revision with its sources of unknown evidence, for the review form; `None` when there
+    /// is no such revision.
+    pub async fn revision_under_review(&self, revision: RevisionId) -> Result<Option<RevisionUnderReview>, StoreError> {
+        let row: Option<(EntryId, AgentId, i32, String)> = sqlx::query_as(
+            "SELECT entry_id, runtime_agent_id, revision_number, body FROM memory_entry_revisions WHERE id = $1",
+        )
+        .bind(revision)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some((entry_id, runtime_agent_id, revision_number, body)) = row else { return Ok(None) };
+        let sources: Vec<UnknownSource> = sqlx::query_as(
+            "SELECT s.id AS source_id, s.kind, s.evidence_basis, s.message_id,
+                    c.title AS conversation_title, c.topology::text AS conversation_topology,
+                    m.sender_actor_id AS sender, m.sender_identity_id IS NOT NULL AS sender_authenticated,
+                    m.sent_at, left(coalesce(m.body, p.body), $2) AS excerpt, s.parent_revision_id,
+                    coalesce((SELECT array_agg(DISTINCT cm.actor_id) FROM conversation_memberships cm
+                               WHERE cm.conversation_id = m.conversation_id AND cm.joined_at <= m.sent_at
+                                 AND (cm.left_at IS NULL OR cm.left_at > m.sent_at)
+                                 AND cm.actor_id <> (SELECT ra.actor_id FROM runtime_agents ra
+                                                      WHERE ra.id = s.runtime_agent_id)), '{}') AS members_when_sent,
+                    k.role_name AS kept_unknown_by, k.acted_at AS kept_unknown_at, k.reason AS kept_unknown_note
+               FROM revision_sources s
+               LEFT JOIN messages m ON m.id = s.message_id
+               LEFT JOIN conversations c ON c.id = m.conversation_id
+               LEFT JOIN memory_entry_revisions p ON p.id = s.parent_revision_id
+               LEFT JOIN LATERAL (SELECT o.role_name, o.acted_at, o.reason FROM operator_actions o
+                                   WHERE o.target_id = s.id AND o.action = 'keep_source_evidence_unknown'
+                                   ORDER BY o.id DESC LIMIT 1) k ON true
+              WHERE s.revision_id = $1 AND s.evidence = 'unknown'
+              ORDER BY s.created_at, s.id",
+        )
+        .bind(revision)
+        .bind(PREVIEW_CHARS)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(Some(RevisionUnderReview {
+            revision_id: revision,
+            entry_id,
+            runtime_agent_id,
+            revision_number,
+            body,
+            sources,
+        }))
+    }
+
+    /// Actors an operator may name as a proven audience of `agent`'s sources: everyone recorded
+    /// in one of its conversations or who sent it a message (never the agent itself).
+    pub async fn audience_candidates(&self, agent: AgentId) -> Result<Vec<ActorChoice>, StoreError> {
+        let ids: Vec<ActorId> = sqlx::query_scalar(
+            "SELECT cm.actor_id FROM conversation_memberships cm
+               JOIN conversations c ON c.id = cm.conversation_id WHERE c.runtime_agent_id = $1
+             UNION
+             SELECT m.sender_actor_id FROM messages m WHERE m.runtime_agent_id = $1 AND m.direction = 'inbound'
+             EXCEPT
+             SELECT ra.actor_id FROM runtime_agents ra WHERE ra.id = $1",
+        )
+        .bind(agent)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut choices: Vec<ActorChoice> = self
+            .actor_summaries(&ids)
+            .await?
+            .into_iter()
+            .map(|a| ActorChoice { id: a.id, kind: a.kind, label: a.label() })
+            .collect();
+        choices.sort_by(|a, b| a.label.cmp(&b.label));
+        Ok(choices)
     }
 
     /// Every runtime agent with its count of live entries, by name.

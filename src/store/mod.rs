@@ -21,15 +21,16 @@ use std::sync::Arc;
 
 use sqlx::PgPool;
 
+pub use access_tokens::{AccessTokenView, IssuedToken, TokenBinding};
 pub use browse::{
     ActorChoice, AgentSummary, BrowseFilter, ConversationChoice, EntryPage, EntrySummary, EvidenceReviewItem,
-    EvidenceReviewPage, LineageMessage, LineageRevision, SharingRequestView, MAX_PAGE_SIZE,
+    EvidenceReviewPage, LineageMessage, LineageRevision, RevisionUnderReview, SharingRequestView, UnknownSource,
+    MAX_PAGE_SIZE,
 };
 pub use conversation::{
     ClosedAudience, ConversationSummary, DestinationAudience, Direction, Membership, NewConversation, NewMessage,
     Topology,
 };
-pub use access_tokens::{AccessTokenView, IssuedToken, TokenBinding};
 pub use error::StoreError;
 pub use group_commit::GroupCommit;
 pub use history::{EntryHistory, EvidenceView, RevisionView, SourceView};

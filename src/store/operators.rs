@@ -3,7 +3,7 @@
 //! Operators authenticate to PostgreSQL with their own login role, so that every decision the
 //! database records (`session_user` in `operator_actions` and on grants) names a person, not the
 //! application. Two group roles matter here: `mesh_operator` (may execute the approve / deny /
-//! revoke functions) and `mesh_console_reader` (may only read). A first run on the embedded
+//! revoke and evidence-review functions) and `mesh_console_reader` (may only read). A first run on the embedded
 //! cluster creates one operator login role; its password is turned into a SCRAM-SHA-256 verifier
 //! here, so the clear password never reaches the server or its logs.
 
@@ -31,7 +31,10 @@ pub struct OperatorRights {
     pub can_browse: bool,
     /// It may approve or deny sharing requests (EXECUTE on the operator functions).
     pub can_approve: bool,
-    /// Why `can_approve` (or `can_browse`) is false, for the UI.
+    /// It may review sources of unknown audience evidence (EXECUTE on both review functions and
+    /// membership in `mesh_operator`, which they check again themselves).
+    pub can_review_evidence: bool,
+    /// Why `can_approve`, `can_review_evidence` (or `can_browse`) is false, for the UI.
     pub limitation: Option<String>,
 }
 
@@ -136,13 +139,19 @@ pub async fn connect_as(server: &PgConnectOptions, role: &str, password: &str) -
         .await?)
 }
 
-/// What the role behind `pool` may do, read from the server's own privilege checks.
+/// What the role behind `pool` may do, read from the server's own privilege checks (so the UI
+/// disables exactly what the database would refuse, and says why).
 pub async fn operator_rights(pool: &PgPool) -> Result<OperatorRights, StoreError> {
-    let (role, can_browse, can_approve): (String, bool, bool) = sqlx::query_as(
+    let (role, can_browse, can_approve, can_review_evidence): (String, bool, bool, bool) = sqlx::query_as(
         "SELECT session_user::text,
                 has_table_privilege('memory_entries', 'SELECT'),
                 to_regprocedure('mesh_operator_approve_sharing(uuid, text)') IS NOT NULL
-                AND has_function_privilege('mesh_operator_approve_sharing(uuid, text)', 'EXECUTE')",
+                AND has_function_privilege('mesh_operator_approve_sharing(uuid, text)', 'EXECUTE'),
+                pg_has_role(session_user, 'mesh_operator', 'MEMBER')
+                AND to_regprocedure('memory_review_source_evidence(uuid, uuid[], text)') IS NOT NULL
+                AND has_function_privilege('memory_review_source_evidence(uuid, uuid[], text)', 'EXECUTE')
+                AND to_regprocedure('memory_keep_source_evidence_unknown(uuid, text)') IS NOT NULL
+                AND has_function_privilege('memory_keep_source_evidence_unknown(uuid, text)', 'EXECUTE')",
     )
     .fetch_one(pool)
     .await?;
@@ -150,15 +159,15 @@ pub async fn operator_rights(pool: &PgPool) -> Result<OperatorRights, StoreError
         Some(format!(
             "role {role} cannot read the memory tables; ask an administrator to GRANT mesh_console_reader TO {role}"
         ))
-    } else if !can_approve {
+    } else if !can_approve || !can_review_evidence {
         Some(format!(
             "role {role} is not a member of mesh_operator, so it can browse but not approve or deny sharing \
-             requests; ask an administrator to GRANT mesh_operator TO {role}"
+             requests or review audience evidence; ask an administrator to GRANT mesh_operator TO {role}"
         ))
     } else {
         None
     };
-    Ok(OperatorRights { role, can_browse, can_approve, limitation })
+    Ok(OperatorRights { role, can_browse, can_approve, can_review_evidence, limitation })
 }
 
 /// PostgreSQL's stored SCRAM-SHA-256 verifier for `password` (RFC 5802 / 7677):

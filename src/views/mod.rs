@@ -14,7 +14,9 @@ use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RetrievalEventId, Re
 use crate::privacy::{explain_entry, PrivacyError};
 use crate::retrieval::audit::{list_events, RetrievalEventSummary};
 use crate::retrieval::{explain_event, EventExplanation, RetrievalError};
-use crate::store::{EntryHistory, LineageMessage, LineageRevision, SourceKind, Store, StoreError};
+use crate::store::{
+    ActorChoice, EntryHistory, LineageMessage, LineageRevision, RevisionUnderReview, SourceKind, Store, StoreError,
+};
 
 /// An entry with its whole history and the lineage nodes its sources name, for the entry page
 /// and its lineage graph.
@@ -28,6 +30,19 @@ pub struct EntryDetail {
     pub messages: Vec<LineageMessage>,
     /// Revisions (parents or retrieved memories) named by any revision's lineage.
     pub linked_revisions: Vec<LineageRevision>,
+}
+
+/// A revision of the evidence-review queue opened for review: its sources of unknown evidence
+/// and the actors the operator may name as their proven audience.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct EvidenceReviewDetail {
+    /// The revision and its unknown sources.
+    #[serde(flatten)]
+    pub revision: RevisionUnderReview,
+    /// Everyone recorded in one of the agent's conversations or who sent it a message, sorted by
+    /// label: the choices of a proven audience, and the labels of senders and members.
+    pub audience_choices: Vec<ActorChoice>,
 }
 
 /// One retrieval event of the events list, with its destination audience labelled.
@@ -108,6 +123,17 @@ pub async fn entry_detail(store: &Store, entry: EntryId) -> Result<Option<EntryD
     let messages = store.lineage_messages(&messages).await?;
     let linked_revisions = store.lineage_revisions(&revisions).await?;
     Ok(Some(EntryDetail { history, messages, linked_revisions }))
+}
+
+/// A revision's sources of unknown evidence with the audience choices, or `None` when there is
+/// no such revision.
+pub async fn evidence_review_detail(
+    store: &Store,
+    revision: RevisionId,
+) -> Result<Option<EvidenceReviewDetail>, StoreError> {
+    let Some(revision) = store.revision_under_review(revision).await? else { return Ok(None) };
+    let audience_choices = store.audience_candidates(revision.runtime_agent_id).await?;
+    Ok(Some(EvidenceReviewDetail { revision, audience_choices }))
 }
 
 /// One page of retrieval events (of `agent`, or of every agent), newest first, after the

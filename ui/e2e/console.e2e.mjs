@@ -95,11 +95,16 @@ function screenshot(name) {
   execFileSync("import", ["-window", "root", join(SHOTS, `${name}.png`)]);
 }
 
-function sqlGrant(requestId) {
-  return JSON.parse(execFileSync(FIXTURE, ["grant", requestId], { encoding: "utf8" }).trim().split("\n").pop());
+/** Runs an e2e_fixture subcommand (SQL checks and changes behind the window's back); its JSON. */
+function fixture(...args) {
+  return JSON.parse(execFileSync(FIXTURE, args, { encoding: "utf8" }).trim().split("\n").pop());
 }
 
-test("operator console, end to end in a real window", { timeout: 240000 }, async (t) => {
+const sqlGrant = (requestId) => fixture("grant", requestId);
+
+const enabled = async (css) => wd("GET", `/session/${session}/element/${await find(css)}/enabled`);
+
+test("operator console, end to end in a real window", { timeout: 360000 }, async (t) => {
   t.afterEach((sub) => {
     if (sub.passed === false) {
       try {
@@ -184,6 +189,35 @@ test("operator console, end to end in a real window", { timeout: 240000 }, async
     screenshot("07-evidence-review");
   });
 
+  await t.test("the operator marks the proven audience of an unknown source; the lineage shows it", async () => {
+    const before = fixture("evidence", ids.withheld_revision);
+    assert.equal(before.length, 1);
+    assert.equal(before[0].evidence, "unknown");
+    await click(`tr[data-row-id="${ids.withheld_revision}"] td:nth-child(2)`);
+    const form = `[data-testid="review-source-${before[0].source}"]`;
+    await find(form);
+    assert.equal(await enabled(`${form} [data-testid="review-submit"]`), false, "nothing chosen yet");
+    await click(`${form} [data-testid="audience-${ids.victor}"]`);
+    await type(`${form} [data-testid="review-note"]`, "Victor confirmed the thread was only between us.");
+    screenshot("07a-evidence-review-form");
+    await click(`${form} [data-testid="review-submit"]`);
+    await waitText('[data-testid="review-result"]', `reviewed by ${OPERATOR}`);
+    screenshot("07b-evidence-reviewed");
+    const [after] = fixture("evidence", ids.withheld_revision);
+    assert.equal(after.evidence, "known");
+    assert.deepEqual(after.audience, [ids.victor]);
+    assert.equal(after.basis, `operator review by ${OPERATOR}`);
+    assert.deepEqual(after.operator_actions, [`${OPERATOR}:review_source_evidence`]);
+    await click('[data-testid="open-reviewed-lineage"]');
+    await find('[data-testid="lineage-panel"]');
+    const lineage = await text('ul[aria-label="Lineage sources"]');
+    assert.match(lineage, /audience: Victor \(id U123\)/);
+    assert.match(lineage, new RegExp(`operator review by ${OPERATOR}`));
+    assert.doesNotMatch(lineage, /UNKNOWN/);
+    await sleep(500);
+    screenshot("07c-reviewed-lineage");
+  });
+
   await t.test("the operator approves the pending request; SQL records the role", async () => {
     await click('[data-testid="nav-sharing"]');
     const card = `[data-testid="request-${ids.request_id}"]`;
@@ -200,6 +234,49 @@ test("operator console, end to end in a real window", { timeout: 240000 }, async
     assert.equal(grant.operator_log_role, OPERATOR);
     assert.equal(grant.authority, "operator_approval");
     assert.ok(grant.audience.length > 0);
+  });
+
+  await t.test("stale approvals are refused with a clear message and nothing is written", async () => {
+    // The queue has refreshed after the approval above; from here on it changes only on a decision.
+    await waitFor("the approved request to leave the queue", async () => (await count(`[data-testid="request-${ids.request_id}"]`)) === 0);
+    const cases = [
+      { name: "amended", change: ["amend", ids.stale.amended.entry], expect: "amended or forgotten" },
+      { name: "forgotten", change: ["forget", ids.stale.forgotten.entry], expect: "amended or forgotten" },
+      {
+        name: "decided_elsewhere",
+        change: ["approve-as-other-operator", ids.stale.decided_elsewhere.request],
+        expect: `already decided (approved by ${ids.other_operator})`,
+      },
+    ];
+    for (const [index, c] of cases.entries()) {
+      const request = ids.stale[c.name].request;
+      const card = `[data-testid="request-${request}"]`;
+      await type(`${card} [data-testid="decision-reason"]`, "Alex asked for this; approving.");
+      const before = fixture("request", request);
+      assert.equal(before.state, "pending", `${c.name} starts pending`);
+      fixture(...c.change); // behind the console's back: its card still offers Approve
+      assert.equal(await enabled(`${card} [data-testid="approve"]`), true, `${c.name}: the queue has not refreshed yet`);
+      await click(`${card} [data-testid="approve"]`);
+      const refused = `[data-testid="decision-refused"][data-request-id="${request}"]`;
+      await waitText(refused, "was not approved");
+      const message = await text(refused);
+      assert.ok(message.includes(c.expect), `${c.name}: ${message}`);
+      assert.match(message, /nothing was written/);
+      screenshot(`09${"abc"[index]}-refused-${c.name.replace("_", "-")}`);
+      const after = fixture("request", request);
+      if (c.name === "decided_elsewhere") {
+        assert.deepEqual(
+          [after.state, after.decided_by, after.grants, after.operator_actions],
+          ["approved", ids.other_operator, 1, [`${ids.other_operator}:approve_sharing`]],
+          "only the other operator's approval is recorded",
+        );
+        await waitFor("the decided request to leave the queue", async () => (await count(card)) === 0);
+      } else {
+        assert.deepEqual([after.state, after.decided_by, after.grants, after.operator_actions], ["pending", null, 0, []]);
+        await waitText(card, "revision no longer current");
+        assert.equal(await enabled(`${card} [data-testid="approve"]`), false, "the refreshed card cannot approve");
+      }
+    }
   });
 
   await t.test("dark theme renders", async () => {
@@ -227,5 +304,20 @@ test("operator console, end to end in a real window", { timeout: 240000 }, async
     await click('[data-testid="nav-sharing"]');
     await waitText('[data-testid="approve-limitation"]', "not a member of mesh_operator");
     screenshot("11-read-only-role");
+  });
+
+  await t.test("a read-only reviewer sees the evidence review action disabled, and nothing is written", async () => {
+    await click('[data-testid="nav-review"]');
+    await waitText('[data-testid="review-role-limitation"]', "not a member of mesh_operator");
+    await click(`tr[data-row-id="${ids.still_withheld_revision}"] td:nth-child(2)`);
+    const [source] = fixture("evidence", ids.still_withheld_revision);
+    const form = `[data-testid="review-source-${source.source}"]`;
+    await waitText(`${form} [data-testid="review-limitation"]`, "not a member of mesh_operator");
+    assert.equal(await enabled(`${form} [data-testid="review-submit"]`), false);
+    assert.equal(await enabled(`${form} [data-testid="review-note"]`), false);
+    assert.equal(await enabled(`${form} [data-testid="audience-${ids.victor}"]`), false);
+    screenshot("12-read-only-evidence-review");
+    const [after] = fixture("evidence", ids.still_withheld_revision);
+    assert.deepEqual([after.evidence, after.operator_actions], ["unknown", []]);
   });
 });

@@ -13,6 +13,7 @@ vi.mock("./bindings", () => ({
     browseEntries: vi.fn(),
     retrievalEvents: vi.fn(),
     sharingRequests: vi.fn(),
+    evidenceReview: vi.fn(),
     signOut: vi.fn(),
   },
 }));
@@ -26,6 +27,7 @@ beforeEach(() => {
   mocked.browseEntries.mockResolvedValue(entryPage);
   mocked.retrievalEvents.mockResolvedValue(eventPage);
   mocked.sharingRequests.mockResolvedValue([]);
+  mocked.evidenceReview.mockResolvedValue({ items: [], next_after: null });
 });
 
 const signedIn = (session: { role: string; can_approve: boolean; limitation: string | null }) => ({
@@ -33,7 +35,7 @@ const signedIn = (session: { role: string; can_approve: boolean; limitation: str
   embedded: true,
   database_label: "socket /run / postgres",
   needs_first_operator: false,
-  session: { can_browse: true, ...session },
+  session: { can_browse: true, can_review_evidence: session.can_approve, ...session },
 });
 
 it("shows the database error instead of the sign-in form when the database cannot be opened", async () => {
@@ -64,4 +66,14 @@ it("tells a read-only role in the sharing view why it cannot approve", async () 
   expect(await screen.findByText("read-only")).toBeTruthy();
   fireEvent.keyDown(window, { key: "4" });
   expect((await screen.findByTestId("approve-limitation")).textContent).toMatch(/not a member of mesh_operator/);
+});
+
+it("tells a read-only role in the evidence review why it cannot review", async () => {
+  mocked.consoleStatus.mockResolvedValue(
+    signedIn({ role: "auditor", can_approve: false, limitation: "role auditor is not a member of mesh_operator" }),
+  );
+  renderWithQuery(<App />);
+  expect(await screen.findByText("read-only")).toBeTruthy();
+  fireEvent.keyDown(window, { key: "5" });
+  expect((await screen.findByTestId("review-role-limitation")).textContent).toMatch(/not a member of mesh_operator/);
 });

@@ -10,6 +10,8 @@ import { ExplainView } from "./views/Explain";
 import { SharingQueue } from "./views/SharingQueue";
 import { EvidenceReview } from "./views/EvidenceReview";
 
+type EntryTab = "history" | "lineage";
+
 export type View = "memory" | "events" | "explain" | "sharing" | "review";
 
 const NAV: { view: View; label: string; key: string }[] = [
@@ -64,13 +66,15 @@ function Shell({ session, theme, toggleTheme }: { session: OperatorRights; theme
   const queryClient = useQueryClient();
   const [view, setView] = useState<View>("memory");
   const [entryId, setEntryId] = useState<string | null>(null);
+  const [entryTab, setEntryTab] = useState<EntryTab>("history");
   const signOut = useMutation({
     mutationFn: () => commands.signOut(),
     onSuccess: () => queryClient.invalidateQueries(),
   });
 
-  const openEntry = useCallback((id: string) => {
+  const openEntry = useCallback((id: string, tab: EntryTab = "history") => {
     setEntryId(id);
+    setEntryTab(tab);
     setView("memory");
   }, []);
 
@@ -144,16 +148,27 @@ function Shell({ session, theme, toggleTheme }: { session: OperatorRights; theme
             {session.limitation}
           </div>
         )}
+        {!session.can_review_evidence && session.limitation && view === "review" && (
+          <div className="notice" role="note" data-testid="review-role-limitation">
+            {session.limitation}
+          </div>
+        )}
         {view === "memory" &&
           (entryId ? (
-            <EntryDetailView entryId={entryId} onClose={() => setEntryId(null)} onOpenEntry={openEntry} />
+            <EntryDetailView
+              key={`${entryId}-${entryTab}`}
+              entryId={entryId}
+              initialTab={entryTab}
+              onClose={() => setEntryId(null)}
+              onOpenEntry={openEntry}
+            />
           ) : (
             <MemoryBrowser onOpen={openEntry} />
           ))}
         {view === "events" && <RetrievalEvents onOpenEntry={openEntry} />}
         {view === "explain" && <ExplainView />}
         {view === "sharing" && <SharingQueue session={session} onOpenEntry={openEntry} />}
-        {view === "review" && <EvidenceReview onOpenEntry={openEntry} />}
+        {view === "review" && <EvidenceReview session={session} onOpenEntry={openEntry} />}
       </main>
     </div>
   );

@@ -26,6 +26,14 @@ export const commands = {
 	entryDetail: (entryId: EntryId) => __TAURI_INVOKE<EntryDetail>("entry_detail", { entryId }),
 	/**  Revisions withheld for unknown audience evidence. */
 	evidenceReview: (after: RevisionId | null) => __TAURI_INVOKE<EvidenceReviewPage>("evidence_review", { after }),
+	/**  One revision of the review queue: its unknown sources and the actors a review may name. */
+	evidenceReviewDetail: (revisionId: RevisionId) => __TAURI_INVOKE<EvidenceReviewDetail>("evidence_review_detail", { revisionId }),
+	/**
+	 *  Review one source of unknown evidence: mark its proven audience or leave it unknown, with a
+	 *  note. Runs the `SECURITY DEFINER` review function as the operator's own role, which the
+	 *  database records; read-only roles are refused.
+	 */
+	reviewSourceEvidence: (sourceId: SourceId, decision: EvidenceReviewDecision, note: string) => __TAURI_INVOKE<ReviewedSource>("review_source_evidence", { sourceId, decision, note }),
 	/**  One page of retrieval events. */
 	retrievalEvents: (agent: AgentId | null, after: RetrievalEventId | null) => __TAURI_INVOKE<RetrievalEventList>("retrieval_events", { agent, after }),
 	/**  One retrieval event with its selections' score components. */
@@ -336,6 +344,33 @@ export type EventExplanation = {
 	created_at: string,
 };
 
+/**  What an operator concluded about a source of unknown audience evidence. */
+export type EvidenceReviewDecision = 
+/**
+ *  These actors (and only they) could read the source: its evidence becomes known, and the
+ *  revision becomes eligible wherever that audience covers the readers.
+ */
+{ kind: "proven"; 
+/**  The proven audience; at least one existing actor. */
+audience: ActorId[] } | 
+/**
+ *  No proof was found: the evidence stays unknown (the revision stays withheld); the note
+ *  records why, so the next operator does not start over.
+ */
+{ kind: "leave_unknown" };
+
+/**
+ *  A revision of the evidence-review queue opened for review: its sources of unknown evidence
+ *  and the actors the operator may name as their proven audience.
+ */
+export type EvidenceReviewDetail = {
+	/**
+	 *  Everyone recorded in one of the agent's conversations or who sent it a message, sorted by
+	 *  label: the choices of a proven audience, and the labels of senders and members.
+	 */
+	audience_choices: ActorChoice[],
+} & RevisionUnderReview;
+
 /**  A revision withheld from retrieval because a source's audience is not proven. */
 export type EvidenceReviewItem = {
 	/**  The revision (also the keyset cursor). */
@@ -459,7 +494,12 @@ export type OperatorRights = {
 	can_browse: boolean,
 	/**  It may approve or deny sharing requests (EXECUTE on the operator functions). */
 	can_approve: boolean,
-	/**  Why `can_approve` (or `can_browse`) is false, for the UI. */
+	/**
+	 *  It may review sources of unknown audience evidence (EXECUTE on both review functions and
+	 *  membership in `mesh_operator`, which they check again themselves).
+	 */
+	can_review_evidence: boolean,
+	/**  Why `can_approve`, `can_review_evidence` (or `can_browse`) is false, for the UI. */
 	limitation: string | null,
 };
 
@@ -536,8 +576,41 @@ export type RetrievalMode =
 /**  The agent-facing recall tool. */
 "recall";
 
+/**  What one operator review recorded, as the console confirms it. */
+export type ReviewedSource = {
+	/**  The reviewed source. */
+	source_id: SourceId,
+	/**  The revision it belongs to. */
+	revision_id: RevisionId,
+	/**  That revision's entry (whose lineage now shows the outcome). */
+	entry_id: EntryId,
+	/**  Whether the source's evidence is known now (false after `LeaveUnknown`). */
+	evidence_known: boolean,
+	/**  The login role the database recorded as the reviewer (`session_user`). */
+	reviewed_by: string,
+};
+
 /**  One immutable revision of a memory; grants and embeddings attach here. */
 export type RevisionId = string;
+
+/**
+ *  A revision in the evidence-review queue, with each of its sources of unknown evidence: what
+ *  an operator needs to decide who could read them.
+ */
+export type RevisionUnderReview = {
+	/**  The revision. */
+	revision_id: RevisionId,
+	/**  Its entry. */
+	entry_id: EntryId,
+	/**  Owning runtime agent. */
+	runtime_agent_id: AgentId,
+	/**  Revision number. */
+	revision_number: number,
+	/**  The whole body: the operator judges what it would reveal. */
+	body: string,
+	/**  Its sources whose audience evidence is unknown, oldest first (empty once all are known). */
+	sources: UnknownSource[],
+};
 
 /**  One immutable revision with its lineage. */
 export type RevisionView = {
@@ -694,4 +767,44 @@ export type SubjectMatch =
 "current_speaker" | 
 /**  The memory is about a person the query names (display name or connector id). */
 "named_in_query";
+
+/**
+ *  One source of unknown audience evidence, with the transcript facts an operator weighs (who
+ *  said it, where, who was recorded in that conversation then) and the last "left unknown" note.
+ */
+export type UnknownSource = {
+	/**  The source row (what a review names). */
+	source_id: SourceId,
+	/**  What it points at. */
+	kind: SourceKind,
+	/**  Why its evidence is unknown. */
+	evidence_basis: string,
+	/**  The message, for message sources. */
+	message_id: MessageId | null,
+	/**  Where the message was said. */
+	conversation_title: string | null,
+	/**  That conversation's recorded topology (`unknown` is the usual reason for review). */
+	conversation_topology: string | null,
+	/**  Who sent the message. */
+	sender: ActorId | null,
+	/**  Whether a connector authenticated the sender. */
+	sender_authenticated: boolean | null,
+	/**  When it was sent. */
+	sent_at: string | null,
+	/**  The start of the message, or of the referenced revision for revision sources. */
+	excerpt: string | null,
+	/**  The referenced revision, for revision sources. */
+	parent_revision_id: RevisionId | null,
+	/**
+	 *  Actors recorded as members of the conversation when the message was sent (never the agent
+	 *  itself): a hint, not proof, since the topology is what is unknown.
+	 */
+	members_when_sent: ActorId[],
+	/**  The last operator note that left this source unknown: who, when and why. */
+	kept_unknown_by: string | null,
+	/**  When. */
+	kept_unknown_at: string | null,
+	/**  The note. */
+	kept_unknown_note: string | null,
+};
 

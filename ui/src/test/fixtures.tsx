@@ -3,6 +3,8 @@ import { render } from "@testing-library/react";
 import type {
   EntryDetail,
   EntryPage,
+  EvidenceReviewDetail,
+  EvidenceReviewPage,
   RetrievalEventDetail,
   RetrievalEventList,
   SharingRequestView,
@@ -210,4 +212,54 @@ export const pendingRequest: SharingRequestView = {
   decided_at: null,
   decided_by: null,
   decision_reason: null,
+};
+
+export const reviewPage: EvidenceReviewPage = {
+  items: [
+    {
+      revision_id: "rev-q3",
+      entry_id: "entry-q3",
+      runtime_agent_id: "agent",
+      agent_name: "mesh-assistant",
+      revision_number: 1,
+      body_preview: "The Q3 budget review moved to Thursday.",
+      subject_label: null,
+      created_at: "2026-12-02T09:00:00Z",
+      unknown_sources: 1,
+      unknown_source_kinds: ["message"],
+      evidence_bases: ["conversation topology is not proven"],
+    },
+  ],
+  next_after: null,
+};
+
+export const reviewDetail: EvidenceReviewDetail = {
+  revision_id: "rev-q3",
+  entry_id: "entry-q3",
+  runtime_agent_id: "agent",
+  revision_number: 1,
+  body: "The Q3 budget review moved to Thursday.",
+  sources: [
+    {
+      source_id: "src-q3",
+      kind: "message",
+      evidence_basis: "conversation topology is not proven",
+      message_id: "m-q3",
+      conversation_title: "Forwarded email thread",
+      conversation_topology: "unknown",
+      sender: "a3",
+      sender_authenticated: false,
+      sent_at: "2026-12-02T08:59:00Z",
+      excerpt: "FYI the Q3 budget review moved to Thursday.",
+      parent_revision_id: null,
+      members_when_sent: [],
+      kept_unknown_by: null,
+      kept_unknown_at: null,
+      kept_unknown_note: null,
+    },
+  ],
+  audience_choices: [
+    { id: "a4", kind: "human", label: "Priya (id U456)" },
+    { id: "a3", kind: "human", label: "Victor (id U123)" },
+  ],
 };

@@ -53,14 +53,17 @@ function RevisionCard({ revision, previous, current }: { revision: Revision; pre
 /** An entry: its revision history with diffs, and the lineage graph of a chosen revision. */
 export function EntryDetailView({
   entryId,
+  initialTab = "history",
   onClose,
 }: {
   entryId: string;
+  /** The tab shown first (the evidence review opens the lineage it just changed). */
+  initialTab?: "history" | "lineage";
   onClose: () => void;
   onOpenEntry?: (id: string) => void;
 }) {
   const detail = useQuery({ queryKey: ["entry", entryId], queryFn: () => commands.entryDetail(entryId) });
-  const [tab, setTab] = useState<"history" | "lineage">("history");
+  const [tab, setTab] = useState<"history" | "lineage">(initialTab);
   const [revisionId, setRevisionId] = useState<string | null>(null);
 
   if (detail.isPending) return <Loading what="entry" />;

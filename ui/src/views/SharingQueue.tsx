@@ -1,6 +1,28 @@
-import { useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { commands, errorMessage, shortId, when, type Decision, type OperatorRights, type SharingRequestView } from "../api";
+import {
+  commands,
+  errorMessage,
+  shortId,
+  when,
+  type ConsoleError,
+  type Decision,
+  type OperatorRights,
+  type SharingRequestView,
+} from "../api";
+
+/** A decision the database refused because the queue was out of date; nothing was written. */
+export type Refusal = { requestId: string; approve: boolean; message: string };
+
+/**
+ * Whether a failed decision means the queue showed an outdated request (decided by someone
+ * else, amended, forgotten, expired or gone): then the queue is refreshed and the refusal is
+ * shown above it, since the card itself may leave the list.
+ */
+export function isOutdatedRequest(error: unknown): boolean {
+  const kind = error && typeof error === "object" ? (error as ConsoleError).kind : undefined;
+  return kind === "conflict" || kind === "not_found";
+}
 import { Empty, ErrorNote, Loading } from "../components/Status";
 
 function RequestCard({
@@ -8,11 +30,13 @@ function RequestCard({
   session,
   onOpenEntry,
   onDecided,
+  onRefused,
 }: {
   request: SharingRequestView;
   session: OperatorRights;
   onOpenEntry: (id: string) => void;
   onDecided: (decision: Decision) => void;
+  onRefused: (refusal: Refusal) => void;
 }) {
   const queryClient = useQueryClient();
   const [reason, setReason] = useState("");
@@ -20,6 +44,11 @@ function RequestCard({
     mutationFn: (approve: boolean) => commands.decideSharingRequest(request.id, approve, reason.trim()),
     onSuccess: (decision) => {
       onDecided(decision);
+      queryClient.invalidateQueries({ queryKey: ["sharing"] });
+    },
+    onError: (error, approve) => {
+      if (!isOutdatedRequest(error)) return;
+      onRefused({ requestId: request.id, approve, message: errorMessage(error) });
       queryClient.invalidateQueries({ queryKey: ["sharing"] });
     },
   });
@@ -108,7 +137,11 @@ function RequestCard({
               Deny
             </button>
           </div>
-          {decide.isError && <p className="error" role="alert">{errorMessage(decide.error)}</p>}
+          {decide.isError && !isOutdatedRequest(decide.error) && (
+            <p className="error" role="alert">
+              {errorMessage(decide.error)}
+            </p>
+          )}
         </form>
       )}
     </article>
@@ -119,6 +152,12 @@ function RequestCard({
 export function SharingQueue({ session, onOpenEntry }: { session: OperatorRights; onOpenEntry: (id: string) => void }) {
   const [state, setState] = useState("pending");
   const [lastDecision, setLastDecision] = useState<Decision | null>(null);
+  const [refusal, setRefusal] = useState<Refusal | null>(null);
+  const outcome = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    // The outcome is announced above the queue; the operator clicked in a card further down.
+    if (refusal || lastDecision) outcome.current?.scrollIntoView?.({ block: "nearest" });
+  }, [refusal, lastDecision]);
   const requests = useQuery({ queryKey: ["sharing", state], queryFn: () => commands.sharingRequests(state) });
   return (
     <section aria-labelledby="sharing-title">
@@ -134,17 +173,38 @@ export function SharingQueue({ session, onOpenEntry }: { session: OperatorRights
           </select>
         </label>
       </div>
-      {lastDecision && (
-        <p className="notice success" role="status" data-testid="decision-result">
-          Request {shortId(lastDecision.request_id)} {lastDecision.state} by <strong>{lastDecision.decided_by}</strong>
-          {lastDecision.grant_id ? `; grant ${shortId(lastDecision.grant_id)} created for that revision only` : ""}.
-        </p>
-      )}
+      <div ref={outcome}>
+        {refusal && (
+          <p className="notice error" role="alert" data-testid="decision-refused" data-request-id={refusal.requestId}>
+            Request {shortId(refusal.requestId)} was not {refusal.approve ? "approved" : "denied"}: {refusal.message}.
+            The queue below is refreshed.
+          </p>
+        )}
+        {lastDecision && (
+          <p className="notice success" role="status" data-testid="decision-result">
+            Request {shortId(lastDecision.request_id)} {lastDecision.state} by <strong>{lastDecision.decided_by}</strong>
+            {lastDecision.grant_id ? `; grant ${shortId(lastDecision.grant_id)} created for that revision only` : ""}.
+          </p>
+        )}
+      </div>
       {requests.isPending && <Loading what="sharing requests" />}
       {requests.isError && <ErrorNote error={requests.error} onRetry={() => requests.refetch()} />}
       {requests.isSuccess && requests.data.length === 0 && <Empty>No {state === "all" ? "" : state} requests.</Empty>}
       {requests.data?.map((r) => (
-        <RequestCard key={r.id} request={r} session={session} onOpenEntry={onOpenEntry} onDecided={setLastDecision} />
+        <RequestCard
+          key={r.id}
+          request={r}
+          session={session}
+          onOpenEntry={onOpenEntry}
+          onDecided={(decision) => {
+            setRefusal(null);
+            setLastDecision(decision);
+          }}
+          onRefused={(refused) => {
+            setLastDecision(null);
+            setRefusal(refused);
+          }}
+        />
       ))}
     </section>
   );

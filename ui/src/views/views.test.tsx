@@ -2,7 +2,18 @@ import { beforeEach, describe, expect, it, vi } from "vitest";
 import { fireEvent, screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { commands } from "../bindings";
-import { entryDetail, entryPage, eventDetail, eventPage, pendingRequest, renderWithQuery } from "../test/fixtures";
+import {
+  entryDetail,
+  entryPage,
+  eventDetail,
+  eventPage,
+  pendingRequest,
+  renderWithQuery,
+  reviewDetail,
+  reviewPage,
+} from "../test/fixtures";
+import { chartRows, ScoreChart } from "../components/ScoreChart";
+import { reviewDecision } from "./EvidenceReview";
 import { SignIn } from "./SignIn";
 import { MemoryBrowser } from "./MemoryBrowser";
 import { EntryDetailView } from "./EntryDetail";
@@ -25,6 +36,8 @@ vi.mock("../bindings", () => ({
     browseEntries: vi.fn(),
     entryDetail: vi.fn(),
     evidenceReview: vi.fn(),
+    evidenceReviewDetail: vi.fn(),
+    reviewSourceEvidence: vi.fn(),
     retrievalEvents: vi.fn(),
     retrievalEvent: vi.fn(),
     explain: vi.fn(),
@@ -41,11 +54,12 @@ const status = {
   needs_first_operator: true,
   session: null,
 };
-const operator = { role: "ops_alice", can_browse: true, can_approve: true, limitation: null };
+const operator = { role: "ops_alice", can_browse: true, can_approve: true, can_review_evidence: true, limitation: null };
 const reader = {
   role: "console_reader",
   can_browse: true,
   can_approve: false,
+  can_review_evidence: false,
   limitation: "role console_reader is not a member of mesh_operator, so it can browse but not approve",
 };
 
@@ -206,6 +220,35 @@ describe("SharingQueue", () => {
     expect((within(card).getByRole("button", { name: "Deny" }) as HTMLButtonElement).disabled).toBe(false);
   });
 
+  it("says a refused approval was not written, and refreshes the queue", async () => {
+    mocked.sharingRequests.mockResolvedValueOnce([pendingRequest]).mockResolvedValue([]);
+    mocked.decideSharingRequest.mockRejectedValue({
+      kind: "conflict",
+      message: "already decided (approved by ops_bob); nothing was written",
+    });
+    renderWithQuery(<SharingQueue session={operator} onOpenEntry={() => {}} />);
+    const card = await screen.findByTestId("request-req-1");
+    await userEvent.type(within(card).getByRole("textbox"), "verified with Alex");
+    await userEvent.click(within(card).getByRole("button", { name: "Approve" }));
+    const refused = await screen.findByTestId("decision-refused");
+    expect(refused.textContent).toMatch(/was not approved: already decided \(approved by ops_bob\); nothing was written/);
+    await waitFor(() => expect(mocked.sharingRequests).toHaveBeenCalledTimes(2));
+    expect(await screen.findByText(/No pending requests/)).toBeTruthy();
+    expect(screen.getByTestId("decision-refused")).toBeTruthy();
+    expect(screen.queryByTestId("decision-result")).toBeNull();
+  });
+
+  it("keeps other failures on the card", async () => {
+    mocked.sharingRequests.mockResolvedValue([pendingRequest]);
+    mocked.decideSharingRequest.mockRejectedValue({ kind: "database", message: "database error: connection reset" });
+    renderWithQuery(<SharingQueue session={operator} onOpenEntry={() => {}} />);
+    const card = await screen.findByTestId("request-req-1");
+    await userEvent.type(within(card).getByRole("textbox"), "ok");
+    await userEvent.click(within(card).getByRole("button", { name: "Approve" }));
+    expect((await within(card).findByRole("alert")).textContent).toMatch(/connection reset/);
+    expect(screen.queryByTestId("decision-refused")).toBeNull();
+  });
+
   it("tells a role without operator rights why it cannot decide", async () => {
     mocked.sharingRequests.mockResolvedValue([pendingRequest]);
     renderWithQuery(<SharingQueue session={reader} onOpenEntry={() => {}} />);
@@ -219,7 +262,7 @@ describe("SharingQueue", () => {
 describe("EvidenceReview and Explain", () => {
   it("lists revisions with unknown evidence, or says none are waiting", async () => {
     mocked.evidenceReview.mockResolvedValueOnce({ items: [], next_after: null });
-    renderWithQuery(<EvidenceReview onOpenEntry={() => {}} />);
+    renderWithQuery(<EvidenceReview session={operator} onOpenEntry={() => {}} />);
     expect(await screen.findByText(/No memory is waiting/)).toBeTruthy();
   });
 
@@ -245,5 +288,150 @@ describe("EvidenceReview and Explain", () => {
     expect(verdict.textContent).toMatch(/Not eligible/);
     expect(verdict.textContent).toMatch(/unknown_evidence/);
     expect(verdict.textContent).toMatch(/topology is not proven/);
+  });
+});
+
+describe("EvidenceReview actions", () => {
+  beforeEach(() => {
+    mocked.evidenceReview.mockResolvedValue(reviewPage);
+    mocked.evidenceReviewDetail.mockResolvedValue(reviewDetail);
+  });
+
+  async function openFirstRow() {
+    const table = await screen.findByRole("table", { name: "Revisions with unknown audience evidence" });
+    await userEvent.click(within(table).getAllByRole("row")[1]);
+    return screen.findByTestId("review-source-src-q3");
+  }
+
+  it("marks the proven audience with a note, reports who reviewed, and opens the lineage", async () => {
+    mocked.reviewSourceEvidence.mockResolvedValue({
+      source_id: "src-q3",
+      revision_id: "rev-q3",
+      entry_id: "entry-q3",
+      evidence_known: true,
+      reviewed_by: "ops_alice",
+    });
+    const onOpenEntry = vi.fn();
+    renderWithQuery(<EvidenceReview session={operator} onOpenEntry={onOpenEntry} />);
+    const form = await openFirstRow();
+    expect(mocked.evidenceReviewDetail).toHaveBeenCalledWith("rev-q3");
+    expect(form.textContent).toMatch(/Victor \(id U123\).*sender/);
+    const submit = within(form).getByRole("button", { name: "Record review" }) as HTMLButtonElement;
+    await userEvent.type(within(form).getByTestId("review-note"), "Victor confirmed the thread was 1:1");
+    expect(submit.disabled).toBe(true); // no actor chosen yet
+    await userEvent.click(within(form).getByTestId("audience-a3"));
+    await userEvent.click(submit);
+    await waitFor(() =>
+      expect(mocked.reviewSourceEvidence).toHaveBeenCalledWith(
+        "src-q3",
+        { kind: "proven", audience: ["a3"] },
+        "Victor confirmed the thread was 1:1",
+      ),
+    );
+    expect((await screen.findByTestId("review-result")).textContent).toMatch(/proven audience, reviewed by ops_alice/);
+    await userEvent.click(screen.getByTestId("open-reviewed-lineage"));
+    expect(onOpenEntry).toHaveBeenCalledWith("entry-q3", "lineage");
+  });
+
+  it("leaves a source unknown with only a note", async () => {
+    mocked.reviewSourceEvidence.mockResolvedValue({
+      source_id: "src-q3",
+      revision_id: "rev-q3",
+      entry_id: "entry-q3",
+      evidence_known: false,
+      reviewed_by: "ops_alice",
+    });
+    renderWithQuery(<EvidenceReview session={operator} onOpenEntry={() => {}} />);
+    const form = await openFirstRow();
+    await userEvent.click(within(form).getByTestId("review-outcome-unknown"));
+    expect(within(form).queryByTestId("audience-a3")).toBeNull();
+    await userEvent.type(within(form).getByTestId("review-note"), "could not reach Victor");
+    await userEvent.click(within(form).getByRole("button", { name: "Record review" }));
+    await waitFor(() =>
+      expect(mocked.reviewSourceEvidence).toHaveBeenCalledWith("src-q3", { kind: "leave_unknown" }, "could not reach Victor"),
+    );
+    expect((await screen.findByTestId("review-result")).textContent).toMatch(/stays unknown/);
+  });
+
+  it("shows the last note that left a source unknown", async () => {
+    const kept = { ...reviewDetail.sources[0], kept_unknown_by: "ops_bob", kept_unknown_at: "2026-12-03T10:00:00Z", kept_unknown_note: "no reply yet" };
+    mocked.evidenceReviewDetail.mockResolvedValue({ ...reviewDetail, sources: [kept] });
+    renderWithQuery(<EvidenceReview session={operator} onOpenEntry={() => {}} />);
+    const form = await openFirstRow();
+    expect(within(form).getByTestId("kept-unknown").textContent).toMatch(/left unknown by ops_bob.*no reply yet/);
+  });
+
+  it("shows a refused review (another operator was first) and writes nothing", async () => {
+    mocked.reviewSourceEvidence.mockRejectedValue({
+      kind: "conflict",
+      message: "source src-q3 does not exist or already has known evidence (perhaps another operator reviewed it); nothing was written",
+    });
+    renderWithQuery(<EvidenceReview session={operator} onOpenEntry={() => {}} />);
+    const form = await openFirstRow();
+    await userEvent.click(within(form).getByTestId("audience-a4"));
+    await userEvent.type(within(form).getByTestId("review-note"), "Priya was the only reader");
+    await userEvent.click(within(form).getByRole("button", { name: "Record review" }));
+    expect((await within(form).findByTestId("review-error")).textContent).toMatch(/another operator reviewed it/);
+    expect(screen.queryByTestId("review-result")).toBeNull();
+  });
+
+  it("disables the action for a read-only reviewer and says why", async () => {
+    renderWithQuery(<EvidenceReview session={reader} onOpenEntry={() => {}} />);
+    const form = await openFirstRow();
+    expect(within(form).getByTestId("review-limitation").textContent).toMatch(/not a member of mesh_operator/);
+    expect((within(form).getByRole("button", { name: "Record review" }) as HTMLButtonElement).disabled).toBe(true);
+    expect((within(form).getByTestId("review-note") as HTMLTextAreaElement).disabled).toBe(true);
+    expect((within(form).getByTestId("audience-a3") as HTMLInputElement).disabled).toBe(true);
+    expect(mocked.reviewSourceEvidence).not.toHaveBeenCalled();
+  });
+
+  it("builds the decision, or says what is missing", () => {
+    expect(reviewDecision("leave_unknown", ["a1"])).toEqual({ kind: "leave_unknown" });
+    expect(reviewDecision("proven", ["a1", "a2"])).toEqual({ kind: "proven", audience: ["a1", "a2"] });
+    expect(reviewDecision("proven", [])).toMatch(/at least one actor/);
+  });
+});
+
+describe("ScoreChart", () => {
+  const selection = (id: string, lexical: number, recency: number, alwaysOn: number) => ({
+    ...eventDetail.selections[0],
+    entry_id: id,
+    revision_id: `rev-${id}`,
+    score: lexical + recency + alwaysOn,
+    components: {
+      ...eventDetail.selections[0].components,
+      lexical: { rank: 1, rrf: lexical },
+      conversation_boost: 0,
+      recency,
+      always_on: alwaysOn,
+    },
+  });
+  const alwaysOnFirst = [selection("always", 0, 0.01, 1), selection("ranked", 0.0164, 0.0136, 0)];
+
+  it("scales bars without always-on, so a 1.0 always-on entry leaves other bars comparable", () => {
+    const [always, ranked] = chartRows(alwaysOnFirst);
+    expect(always.alwaysOn).toBe(1);
+    expect(always.segments.map((s) => s.key)).toEqual(["recency"]);
+    // The ranked entry's bar fills the scale; its components keep their proportions.
+    const full = ranked.segments.reduce((sum, s) => sum + s.fraction, 0);
+    expect(full).toBeCloseTo(1);
+    expect(ranked.segments.map((s) => s.fraction)).toEqual([0.0164 / 0.03, 0.0136 / 0.03]);
+    expect(always.segments[0].fraction).toBeCloseTo(0.01 / 0.03);
+  });
+
+  it("draws always-on as a tag apart from the bars", () => {
+    renderWithQuery(<ScoreChart selections={alwaysOnFirst} />);
+    const chart = screen.getByTestId("score-chart");
+    const tags = within(chart).getAllByTestId("always-on-tag");
+    expect(tags).toHaveLength(1);
+    expect(tags[0].textContent).toMatch(/Always-on: 1\.0000/);
+    const lexical = within(chart).getByText("Lexical (RRF): 0.0164", { selector: "title" }).parentElement!;
+    expect(Number(lexical.getAttribute("width"))).toBeGreaterThan(100);
+  });
+
+  it("draws nothing but labels when no component contributes", () => {
+    const rows = chartRows([selection("none", 0, 0, 0)]);
+    expect(rows[0].segments).toEqual([]);
+    expect(rows[0].alwaysOn).toBe(0);
   });
 });
