@@ -8,6 +8,7 @@ use mesh_memory::store::{
     connect_as, create_console_role, operator_rights, BrowseFilter, ConsoleRoleKind, EntryState, NewConversation,
     StoreError, Topology,
 };
+use mesh_memory::views;
 
 #[tokio::test]
 async fn browse_pages_newest_first_by_keyset_without_overlap() {
@@ -127,11 +128,12 @@ async fn operator_and_reader_roles_sign_in_with_their_own_rights() {
     let op_pool = connect_as(&db.options, &operator, "operator-password-1").await.unwrap();
     let rights = operator_rights(&op_pool).await.unwrap();
     assert_eq!(rights.role, operator);
-    assert!(rights.can_browse && rights.can_approve && rights.can_review_evidence && rights.limitation.is_none());
+    assert!(rights.can_browse && rights.can_approve && rights.can_review_evidence && rights.can_revoke_tokens);
+    assert!(rights.limitation.is_none());
 
     let reader_pool = connect_as(&db.options, &reader, "reader-password-12").await.unwrap();
     let rights = operator_rights(&reader_pool).await.unwrap();
-    assert!(rights.can_browse && !rights.can_approve && !rights.can_review_evidence);
+    assert!(rights.can_browse && !rights.can_approve && !rights.can_review_evidence && !rights.can_revoke_tokens);
     assert!(rights.limitation.unwrap().contains("not a member of mesh_operator"));
     let store = mesh_memory::store::Store::new(reader_pool.clone());
     store.browse_entries(&BrowseFilter::default(), None, 10).await.expect("a reader can browse");
@@ -144,6 +146,65 @@ async fn operator_and_reader_roles_sign_in_with_their_own_rights() {
     assert!(matches!(short, Err(StoreError::InvalidInput { field: "password", .. })));
     let reserved = create_console_role(&db.pool, "mesh_operator", "operator-password-1", ConsoleRoleKind::Operator);
     assert!(matches!(reserved.await, Err(StoreError::InvalidInput { field: "role", .. })));
+
+    op_pool.close().await;
+    reader_pool.close().await;
+    drop_role(&db, &operator).await;
+    drop_role(&db, &reader).await;
+}
+
+/// A token's revocation time and the `role:action:reason` rows logged on it.
+async fn token_record(db: &common::TestDb, token: uuid::Uuid) -> (bool, Vec<String>) {
+    sqlx::query_as(
+        "SELECT t.revoked_at IS NOT NULL,
+                coalesce((SELECT array_agg(o.role_name || ':' || o.action || ':' || o.reason ORDER BY o.id)
+                            FROM operator_actions o WHERE o.target_id = t.id), '{}')
+           FROM mcp_access_tokens t WHERE t.id = $1",
+    )
+    .bind(token)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn console_lists_access_tokens_labelled_and_only_operators_revoke_them() {
+    let db = test_db().await;
+    let world = World::new(&db.store, "token-agent").await;
+    let ana = world.person("Ana", "U1").await;
+    let chan = world.conversation("C-ENG", Topology::Channel, &[&ana]).await;
+    let token = db.store.issue_access_token(world.agent, chan, "U1", "Ana's laptop").await.unwrap();
+    let operator = unique_role("t_op");
+    let reader = unique_role("t_reader");
+    create_console_role(&db.pool, &operator, "operator-password-1", ConsoleRoleKind::Operator).await.unwrap();
+    create_console_role(&db.pool, &reader, "reader-password-12", ConsoleRoleKind::Reader).await.unwrap();
+    let op_pool = connect_as(&db.options, &operator, "operator-password-1").await.unwrap();
+    let reader_pool = connect_as(&db.options, &reader, "reader-password-12").await.unwrap();
+
+    // A reader lists tokens through its own role, with the speaker labelled as prompts label them.
+    let reader_store = mesh_memory::store::Store::new(reader_pool.clone());
+    let rows = views::access_tokens(&reader_store, Some(world.agent)).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    let row = &rows[0];
+    assert_eq!((row.token.id, row.speaker_label.as_str()), (token.id, "Ana (id U1)"));
+    assert_eq!((row.token.conversation_title.as_str(), row.token.label.as_str()), ("C-ENG", "Ana's laptop"));
+    assert_eq!((row.token.last_used_at, row.token.revoked_at), (None, None));
+    assert!(views::access_tokens(&reader_store, Some(World::new(&db.store, "no-tokens").await.agent))
+        .await
+        .unwrap()
+        .is_empty());
+
+    // The reader's revocation is refused by the database itself, and writes nothing.
+    let refused = mesh_memory::store::Store::revoke_access_token_as_operator(&reader_pool, token.id, "lost").await;
+    let Err(StoreError::Database(err)) = refused else { panic!("a reader may not revoke: {refused:?}") };
+    assert_eq!(err.as_database_error().and_then(|d| d.code()).as_deref(), Some("42501"));
+    assert_eq!(token_record(&db, token.id).await, (false, vec![]));
+
+    // The operator's revocation is recorded under their role, with the reason; the list shows it.
+    mesh_memory::store::Store::revoke_access_token_as_operator(&op_pool, token.id, "laptop lost").await.unwrap();
+    assert_eq!(token_record(&db, token.id).await, (true, vec![format!("{operator}:revoke_access_token:laptop lost")]));
+    let rows = views::access_tokens(&reader_store, None).await.unwrap();
+    assert!(rows.iter().any(|r| r.token.id == token.id && r.token.revoked_at.is_some()));
 
     op_pool.close().await;
     reader_pool.close().await;

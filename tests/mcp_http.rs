@@ -87,8 +87,10 @@ async fn bearer_tokens_bind_http_requests_and_bad_ones_get_401_with_nothing_writ
     let channel = world.conversation("C-ENG", Topology::Channel, &[&victor, &priya]).await;
     let priya_token = db.store.issue_access_token(world.agent, dm, "U456", "Priya's desktop").await.unwrap();
     let victor_token = db.store.issue_access_token(world.agent, channel, "U123", "").await.unwrap();
-    // Issuing checks the binding: no such speaker on that connector.
+    // Issuing checks the binding: no such speaker on that connector, or one who is not a member.
     assert!(db.store.issue_access_token(world.agent, dm, "U999", "").await.is_err());
+    let outsider = db.store.issue_access_token(world.agent, dm, "U123", "").await.unwrap_err();
+    assert!(outsider.to_string().contains("not a member"), "{outsider}");
     let stored: Vec<Vec<u8>> =
         sqlx::query_scalar("SELECT token_hash FROM mcp_access_tokens").fetch_all(&db.pool).await.unwrap();
     assert!(stored.iter().all(|h| h.len() == 32), "SHA-256 digests");

@@ -5,7 +5,9 @@
 //!   demo holds: a real audited retrieval (`retrieval::search`), pending sharing requests made
 //!   under an authenticated direct message (`privacy::sharing::create_request`; three of them for
 //!   the stale-approval checks), two memories from a conversation of unknown topology (unknown
-//!   audience evidence, for evidence review) and a browse-only login role. Prints the ids as JSON.
+//!   audience evidence, for evidence review), an MCP access token for Priya in #engineering
+//!   (`Store::issue_access_token`, as `mesh-memory mcp token create` issues it) and a browse-only
+//!   login role. Prints the ids as JSON.
 //!   (No second operator yet: the console's first run must still find no operator role.)
 //! - `grant <request-id>`: prints the grant of that request as JSON (role recorded, audience).
 //! - `request <request-id>`: what a decision wrote for that request: its state and decider, its
@@ -16,6 +18,8 @@
 //!   approves first.
 //! - `evidence <revision-id>`: every source of that revision with its evidence, its basis and the
 //!   operator actions logged on it.
+//! - `token <token-id>`: whether that access token is revoked and the operator actions logged on
+//!   it (role, action, reason).
 //! - `browse-timing`: times memory-browser pages (first, deep keyset, each filter) on whatever
 //!   the database holds, for the scale check at a million revisions.
 //!
@@ -146,6 +150,9 @@ async fn seed(store: &Store, admin: &sqlx::PgPool) -> Result<serde_json::Value> 
         stale.insert(name.into(), serde_json::json!({ "entry": entry.to_string(), "request": request.to_string() }));
     }
 
+    // An MCP access token, issued as the CLI issues it; the console revokes it.
+    let token = store.issue_access_token(demo.agent, engineering, "U456", "Priya's laptop (Claude Desktop)").await?;
+
     let reader_password = "reader-password-e2e";
     mesh_memory::store::create_console_role(admin, "console_reader", reader_password, ConsoleRoleKind::Reader).await?;
 
@@ -160,6 +167,7 @@ async fn seed(store: &Store, admin: &sqlx::PgPool) -> Result<serde_json::Value> 
         "still_withheld_revision": still_withheld.revision_id.to_string(),
         "victor": victor.to_string(),
         "stale": stale,
+        "token_id": token.id.to_string(),
         "reader_role": "console_reader",
         "reader_password": reader_password,
         "other_operator": OTHER_OPERATOR,
@@ -320,6 +328,22 @@ async fn evidence(admin: &sqlx::PgPool, revision: &str) -> Result<serde_json::Va
         .collect())
 }
 
+/// An access token's revocation time and the operator actions logged on it.
+async fn token(admin: &sqlx::PgPool, token: &str) -> Result<serde_json::Value> {
+    let token: uuid::Uuid = token.parse()?;
+    let (revoked_at, actions): (Option<String>, Vec<String>) = sqlx::query_as(
+        "SELECT t.revoked_at::text,
+                coalesce((SELECT array_agg(o.role_name || ':' || o.action || ':' || o.reason ORDER BY o.id)
+                            FROM operator_actions o
+                           WHERE o.target_kind = 'mcp_access_token' AND o.target_id = t.id), '{}')
+           FROM mcp_access_tokens t WHERE t.id = $1",
+    )
+    .bind(token)
+    .fetch_one(admin)
+    .await?;
+    Ok(serde_json::json!({ "revoked_at": revoked_at, "operator_actions": actions }))
+}
+
 async fn grant(admin: &sqlx::PgPool, request: &str) -> Result<serde_json::Value> {
     let request: uuid::Uuid = request.parse()?;
     let row: Option<(String, String, Vec<String>, String)> = sqlx::query_as(
@@ -396,9 +420,10 @@ async fn main() -> Result<()> {
                 .await
         }
         Some("evidence") => evidence(&db.pool, args.get(1).ok_or("evidence needs a revision id")?).await,
+        Some("token") => token(&db.pool, args.get(1).ok_or("token needs a token id")?).await,
         _ => Err("usage: e2e_fixture seed | grant <request-id> | request <request-id> | amend <entry-id> \
                   | forget <entry-id> | approve-as-other-operator <request-id> | evidence <revision-id> \
-                  | browse-timing"
+                  | token <token-id> | browse-timing"
             .into()),
     };
     db.close().await;

@@ -5,10 +5,10 @@ use mesh_memory::privacy::repair::{self, EvidenceReviewDecision, ReviewedSource}
 use mesh_memory::privacy::sharing::{self, SharingRequestId};
 use mesh_memory::store::{
     ActorChoice, AgentSummary, BrowseFilter, ConversationChoice, EntryPage, EvidenceReviewPage, OperatorRights,
-    SharingRequestView,
+    SharingRequestView, Store,
 };
 use mesh_memory::views::{
-    self, EntryDetail, EvidenceReviewDetail, Explanation, RetrievalEventDetail, RetrievalEventList,
+    self, AccessTokenRow, EntryDetail, EvidenceReviewDetail, Explanation, RetrievalEventDetail, RetrievalEventList,
 };
 use mesh_memory::{AgentId, ConversationId, EntryId, RetrievalEventId, RevisionId, SourceId};
 use tauri::State;
@@ -183,4 +183,27 @@ pub async fn decide_sharing_request(
     let (store, role) = console.approver().await?;
     let grant = sharing::decide_as_operator(store.pool(), request_id, approve, &reason).await?;
     Ok(dto::Decision::new(request_id, grant, role))
+}
+
+/// MCP access tokens (of `agent`, or of every agent), newest first, revoked ones included, with
+/// each bound speaker labelled. Never a secret: only hashes are stored.
+#[tauri::command]
+#[specta::specta]
+pub async fn access_tokens(console: State<'_, Console>, agent: Option<AgentId>) -> Res<Vec<AccessTokenRow>> {
+    Ok(views::access_tokens(&console.store().await?, agent).await?)
+}
+
+/// Revoke an MCP access token at once, with a required reason. Runs the `SECURITY DEFINER`
+/// revocation function as the operator's own role, which the database records with the reason in
+/// `operator_actions`; read-only roles are refused.
+#[tauri::command]
+#[specta::specta]
+pub async fn revoke_access_token(
+    console: State<'_, Console>,
+    token_id: uuid::Uuid,
+    reason: String,
+) -> Res<dto::TokenRevocation> {
+    let (store, role) = console.token_revoker().await?;
+    Store::revoke_access_token_as_operator(store.pool(), token_id, &reason).await?;
+    Ok(dto::TokenRevocation { token_id, revoked_by: role })
 }

@@ -52,3 +52,12 @@ impl Decision {
         Self { request_id, state, grant_id, decided_by }
     }
 }
+
+/// An operator's revocation of an MCP access token, as the tokens view confirms it.
+#[derive(Clone, Debug, Serialize, Type)]
+pub struct TokenRevocation {
+    /// The token revoked; its next request gets 401.
+    pub token_id: uuid::Uuid,
+    /// The role recorded in `operator_actions` as the revoker.
+    pub revoked_by: String,
+}

@@ -32,6 +32,8 @@ pub fn specta_builder() -> tauri_specta::Builder<tauri::Wry> {
             commands::explain,
             commands::sharing_requests,
             commands::decide_sharing_request,
+            commands::access_tokens,
+            commands::revoke_access_token,
         ])
 }
 

@@ -170,6 +170,12 @@ impl Console {
         Ok(store)
     }
 
+    /// The signed-in operator's store and role name, if the role may revoke MCP access tokens;
+    /// otherwise `Forbidden` with the reason the UI shows. (The database refuses it again.)
+    pub async fn token_revoker(&self) -> Result<(Store, String), ConsoleError> {
+        self.permitted(|rights| rights.can_revoke_tokens, "this role may not revoke access tokens").await
+    }
+
     /// The session's store and role name when `allowed` holds for its rights.
     async fn permitted(
         &self,

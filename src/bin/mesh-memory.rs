@@ -1028,10 +1028,13 @@ async fn mcp(store: &Store, agent: &str, conversation: &str, speaker: &str) -> R
     let agent = store.find_runtime_agent(agent).await?;
     let conversation = store.find_conversation(agent, conversation).await?;
     let connector = store.conversation(agent, conversation).await?.connector;
-    if store.resolve_identity(&connector, speaker).await?.is_none() {
+    let Some((_, actor)) = store.resolve_identity(&connector, speaker).await? else {
         anyhow::bail!(
             "no {connector} identity {speaker:?}: the bound speaker must be a connector identity of this store"
         );
+    };
+    if store.destination_audience(agent, conversation, Some(actor)).await?.closed.is_some() {
+        anyhow::bail!("{speaker} is not a member of that conversation now: every search would return nothing");
     }
     let binding = mesh_memory::mcp::McpBinding { agent, conversation, connector, external_id: speaker.to_owned() };
     eprintln!("mesh-memory MCP server on stdio, bound to {speaker} in {conversation}");

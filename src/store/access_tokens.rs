@@ -43,6 +43,8 @@ pub struct AccessTokenView {
     pub conversation_id: ConversationId,
     /// Its external channel id.
     pub conversation: String,
+    /// Its title (`#engineering`; may be empty), what operators recognise it by.
+    pub conversation_title: String,
     /// The bound speaker.
     pub actor_id: ActorId,
     /// Their connector id (`U456`).
@@ -74,8 +76,9 @@ fn token_hash(secret: &str) -> Vec<u8> {
 impl Store {
     /// Issues a token binding `agent`, `conversation` (the agent's) and the speaker with
     /// connector id `external_id` on that conversation's connector. `UnknownReference` when the
-    /// conversation is not the agent's; `InvalidInput` when no such identity exists or the label is
-    /// longer than 200 characters. Nothing is written on error.
+    /// conversation is not the agent's; `InvalidInput` when no such identity exists, the speaker is
+    /// not a member of the conversation now, or the label is longer than 200 characters. Nothing is
+    /// written on error.
     pub async fn issue_access_token(
         &self,
         agent: AgentId,
@@ -87,9 +90,13 @@ impl Store {
             return Err(StoreError::invalid("label", "must be at most 200 characters"));
         }
         let connector = self.conversation(agent, conversation).await?.connector;
-        let Some((identity, _)) = self.resolve_identity(&connector, external_id.trim()).await? else {
+        let Some((identity, actor)) = self.resolve_identity(&connector, external_id.trim()).await? else {
             return Err(StoreError::invalid("speaker", format!("no {connector} identity with this id")));
         };
+        // A token for someone who is not a member now would only ever get closed audiences.
+        if self.destination_audience(agent, conversation, Some(actor)).await?.closed.is_some() {
+            return Err(StoreError::invalid("speaker", "is not a member of this conversation now"));
+        }
         let secret = format!("mmt_{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple());
         let id = Uuid::now_v7();
         sqlx::query(
@@ -132,7 +139,8 @@ impl Store {
     pub async fn list_access_tokens(&self, agent: Option<AgentId>) -> Result<Vec<AccessTokenView>, StoreError> {
         Ok(sqlx::query_as(
             "SELECT t.id, t.runtime_agent_id, ra.name AS agent_name, t.conversation_id,
-                    c.external_channel_id AS conversation, ci.actor_id, ci.external_id AS speaker, t.label,
+                    c.external_channel_id AS conversation, c.title AS conversation_title, ci.actor_id,
+                    ci.external_id AS speaker, t.label,
                     t.created_at, t.last_used_at, t.revoked_at
                FROM mcp_access_tokens t
                JOIN runtime_agents ra ON ra.id = t.runtime_agent_id

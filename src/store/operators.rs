@@ -34,7 +34,11 @@ pub struct OperatorRights {
     /// It may review sources of unknown audience evidence (EXECUTE on both review functions and
     /// membership in `mesh_operator`, which they check again themselves).
     pub can_review_evidence: bool,
-    /// Why `can_approve`, `can_review_evidence` (or `can_browse`) is false, for the UI.
+    /// It may revoke MCP access tokens (EXECUTE on `mesh_operator_revoke_access_token`, which
+    /// records the role; the token table itself is never writable by a console role).
+    pub can_revoke_tokens: bool,
+    /// Why `can_approve`, `can_review_evidence`, `can_revoke_tokens` (or `can_browse`) is false,
+    /// for the UI.
     pub limitation: Option<String>,
 }
 
@@ -142,8 +146,9 @@ pub async fn connect_as(server: &PgConnectOptions, role: &str, password: &str) -
 /// What the role behind `pool` may do, read from the server's own privilege checks (so the UI
 /// disables exactly what the database would refuse, and says why).
 pub async fn operator_rights(pool: &PgPool) -> Result<OperatorRights, StoreError> {
-    let (role, can_browse, can_approve, can_review_evidence): (String, bool, bool, bool) = sqlx::query_as(
-        "SELECT session_user::text,
+    let (role, can_browse, can_approve, can_review_evidence, can_revoke_tokens): (String, bool, bool, bool, bool) =
+        sqlx::query_as(
+            "SELECT session_user::text,
                 has_table_privilege('memory_entries', 'SELECT'),
                 to_regprocedure('mesh_operator_approve_sharing(uuid, text)') IS NOT NULL
                 AND has_function_privilege('mesh_operator_approve_sharing(uuid, text)', 'EXECUTE'),
@@ -151,23 +156,26 @@ pub async fn operator_rights(pool: &PgPool) -> Result<OperatorRights, StoreError
                 AND to_regprocedure('memory_review_source_evidence(uuid, uuid[], text)') IS NOT NULL
                 AND has_function_privilege('memory_review_source_evidence(uuid, uuid[], text)', 'EXECUTE')
                 AND to_regprocedure('memory_keep_source_evidence_unknown(uuid, text)') IS NOT NULL
-                AND has_function_privilege('memory_keep_source_evidence_unknown(uuid, text)', 'EXECUTE')",
-    )
-    .fetch_one(pool)
-    .await?;
+                AND has_function_privilege('memory_keep_source_evidence_unknown(uuid, text)', 'EXECUTE'),
+                to_regprocedure('mesh_operator_revoke_access_token(uuid, text)') IS NOT NULL
+                AND has_function_privilege('mesh_operator_revoke_access_token(uuid, text)', 'EXECUTE')",
+        )
+        .fetch_one(pool)
+        .await?;
     let limitation = if !can_browse {
         Some(format!(
             "role {role} cannot read the memory tables; ask an administrator to GRANT mesh_console_reader TO {role}"
         ))
-    } else if !can_approve || !can_review_evidence {
+    } else if !can_approve || !can_review_evidence || !can_revoke_tokens {
         Some(format!(
             "role {role} is not a member of mesh_operator, so it can browse but not approve or deny sharing \
-             requests or review audience evidence; ask an administrator to GRANT mesh_operator TO {role}"
+             requests, review audience evidence or revoke access tokens; ask an administrator to GRANT \
+             mesh_operator TO {role}"
         ))
     } else {
         None
     };
-    Ok(OperatorRights { role, can_browse, can_approve, can_review_evidence, limitation })
+    Ok(OperatorRights { role, can_browse, can_approve, can_review_evidence, can_revoke_tokens, limitation })
 }
 
 /// PostgreSQL's stored SCRAM-SHA-256 verifier for `password` (RFC 5802 / 7677):

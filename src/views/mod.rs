@@ -15,7 +15,8 @@ use crate::privacy::{explain_entry, PrivacyError};
 use crate::retrieval::audit::{list_events, RetrievalEventSummary};
 use crate::retrieval::{explain_event, EventExplanation, RetrievalError};
 use crate::store::{
-    ActorChoice, EntryHistory, LineageMessage, LineageRevision, RevisionUnderReview, SourceKind, Store, StoreError,
+    AccessTokenView, ActorChoice, EntryHistory, LineageMessage, LineageRevision, RevisionUnderReview, SourceKind,
+    Store, StoreError,
 };
 
 /// An entry with its whole history and the lineage nodes its sources name, for the entry page
@@ -113,6 +114,19 @@ pub struct FailingSource {
     pub missing_actors: Vec<String>,
 }
 
+/// An MCP access token as the console lists it: the token (never its secret) with the bound
+/// speaker labelled as prompts label them, so the operator sees who a token speaks as, not only a
+/// connector id.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct AccessTokenRow {
+    /// The token as stored: binding, label, issue, last use and revocation times.
+    #[serde(flatten)]
+    pub token: AccessTokenView,
+    /// The bound speaker's current label (`Priya (id U456)`; the actor id when the actor is gone).
+    pub speaker_label: String,
+}
+
 /// An entry with its history and lineage nodes, or `None` when there is no such entry.
 pub async fn entry_detail(store: &Store, entry: EntryId) -> Result<Option<EntryDetail>, StoreError> {
     let Some(agent) = store.entry_owner(entry).await? else { return Ok(None) };
@@ -192,6 +206,14 @@ pub async fn explanation(
     })
 }
 
+/// Every MCP access token (of `agent`, or of every agent), newest first, revoked ones included,
+/// with each bound speaker labelled. Two queries whatever the number of tokens.
+pub async fn access_tokens(store: &Store, agent: Option<AgentId>) -> Result<Vec<AccessTokenRow>, StoreError> {
+    let tokens = store.list_access_tokens(agent).await?;
+    let labels = Labels::of(store, tokens.iter().map(|t| &t.actor_id)).await?;
+    Ok(tokens.into_iter().map(|token| AccessTokenRow { speaker_label: labels.one(token.actor_id), token }).collect())
+}
+
 /// Current labels of a set of actors, read in one query.
 struct Labels(HashMap<ActorId, String>);
 
@@ -206,6 +228,11 @@ impl Labels {
 
     /// Each actor's label, or its id when the actor row is gone.
     fn all(&self, actors: &[ActorId]) -> Vec<String> {
-        actors.iter().map(|a| self.0.get(a).cloned().unwrap_or_else(|| a.to_string())).collect()
+        actors.iter().map(|a| self.one(*a)).collect()
+    }
+
+    /// One actor's label, or its id when the actor row is gone.
+    fn one(&self, actor: ActorId) -> String {
+        self.0.get(&actor).cloned().unwrap_or_else(|| actor.to_string())
     }
 }

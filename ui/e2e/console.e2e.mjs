@@ -279,6 +279,34 @@ test("operator console, end to end in a real window", { timeout: 360000 }, async
     }
   });
 
+  await t.test("the operator revokes an MCP access token with a reason; SQL records the role", async () => {
+    const before = fixture("token", ids.token_id);
+    assert.deepEqual([before.revoked_at, before.operator_actions], [null, []]);
+    await click('[data-testid="nav-tokens"]');
+    const row = `[data-testid="tokens-table"] tr[data-row-id="${ids.token_id}"]`;
+    await waitText(row, "Priya (id U456)");
+    const listed = await text(row);
+    for (const shown of ["mesh-assistant", "#engineering", "Priya's laptop (Claude Desktop)", "never", "live"]) {
+      assert.ok(listed.includes(shown), `the row shows ${shown}: ${listed}`);
+    }
+    await click(`${row} td:nth-child(2)`);
+    const panel = `[data-testid="token-panel-${ids.token_id}"]`;
+    await find(panel);
+    assert.equal(await enabled(`${panel} [data-testid="revoke-submit"]`), false, "no reason yet");
+    const reason = "Priya's laptop was lost; issue a new token.";
+    await type(`${panel} [data-testid="revoke-reason"]`, reason);
+    screenshot("09d-access-tokens");
+    await click(`${panel} [data-testid="revoke-submit"]`);
+    await waitText('[data-testid="revoke-result"]', `revoked by ${OPERATOR}`);
+    await waitText(`${row} [data-testid="token-state"]`, "revoked");
+    await find(`${panel} [data-testid="token-revoked-at"]`);
+    assert.equal(await count(`${panel} [data-testid="revoke-submit"]`), 0, "a revoked token offers no revocation");
+    screenshot("09e-access-token-revoked");
+    const after = fixture("token", ids.token_id);
+    assert.ok(after.revoked_at, "revoked_at is set");
+    assert.deepEqual(after.operator_actions, [`${OPERATOR}:revoke_access_token:${reason}`]);
+  });
+
   await t.test("dark theme renders", async () => {
     // A toggle: if a click is lost (or delivered twice) under Xvfb, click again until it is dark.
     await waitFor("dark theme", async () => {

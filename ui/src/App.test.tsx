@@ -14,6 +14,7 @@ vi.mock("./bindings", () => ({
     retrievalEvents: vi.fn(),
     sharingRequests: vi.fn(),
     evidenceReview: vi.fn(),
+    accessTokens: vi.fn(),
     signOut: vi.fn(),
   },
 }));
@@ -28,6 +29,7 @@ beforeEach(() => {
   mocked.retrievalEvents.mockResolvedValue(eventPage);
   mocked.sharingRequests.mockResolvedValue([]);
   mocked.evidenceReview.mockResolvedValue({ items: [], next_after: null });
+  mocked.accessTokens.mockResolvedValue([]);
 });
 
 const signedIn = (session: { role: string; can_approve: boolean; limitation: string | null }) => ({
@@ -35,7 +37,7 @@ const signedIn = (session: { role: string; can_approve: boolean; limitation: str
   embedded: true,
   database_label: "socket /run / postgres",
   needs_first_operator: false,
-  session: { can_browse: true, can_review_evidence: session.can_approve, ...session },
+  session: { can_browse: true, can_review_evidence: session.can_approve, can_revoke_tokens: session.can_approve, ...session },
 });
 
 it("shows the database error instead of the sign-in form when the database cannot be opened", async () => {
@@ -76,4 +78,17 @@ it("tells a read-only role in the evidence review why it cannot review", async (
   expect(await screen.findByText("read-only")).toBeTruthy();
   fireEvent.keyDown(window, { key: "5" });
   expect((await screen.findByTestId("review-role-limitation")).textContent).toMatch(/not a member of mesh_operator/);
+});
+
+it("opens the access tokens view from the navigation and with key 6", async () => {
+  mocked.consoleStatus.mockResolvedValue(signedIn({ role: "ops_alice", can_approve: true, limitation: null }));
+  renderWithQuery(<App />);
+  expect(await screen.findByRole("table", { name: "Memory entries" })).toBeTruthy();
+  fireEvent.keyDown(window, { key: "6" });
+  expect(await screen.findByText("No access token has been issued.")).toBeTruthy();
+  expect(screen.getByTestId("nav-tokens").getAttribute("aria-current")).toBe("page");
+  await userEvent.click(screen.getByTestId("nav-memory"));
+  await userEvent.click(screen.getByTestId("nav-tokens"));
+  expect(screen.getByRole("heading", { name: "Access tokens (MCP)" })).toBeTruthy();
+  expect(mocked.accessTokens).toHaveBeenCalledWith(null);
 });

@@ -9,10 +9,11 @@ import { RetrievalEvents } from "./views/RetrievalEvents";
 import { ExplainView } from "./views/Explain";
 import { SharingQueue } from "./views/SharingQueue";
 import { EvidenceReview } from "./views/EvidenceReview";
+import { AccessTokens } from "./views/AccessTokens";
 
 type EntryTab = "history" | "lineage";
 
-export type View = "memory" | "events" | "explain" | "sharing" | "review";
+export type View = "memory" | "events" | "explain" | "sharing" | "review" | "tokens";
 
 const NAV: { view: View; label: string; key: string }[] = [
   { view: "memory", label: "Memory", key: "1" },
@@ -20,6 +21,7 @@ const NAV: { view: View; label: string; key: string }[] = [
   { view: "explain", label: "Explain", key: "3" },
   { view: "sharing", label: "Sharing requests", key: "4" },
   { view: "review", label: "Evidence review", key: "5" },
+  { view: "tokens", label: "Access tokens", key: "6" },
 ];
 
 type Theme = "light" | "dark";
@@ -140,7 +142,7 @@ function Shell({ session, theme, toggleTheme }: { session: OperatorRights; theme
             <kbd>{n.key}</kbd>
           </button>
         ))}
-        <p className="hint">Keys 1–5 switch views, arrows move in lists, Enter opens, Esc closes.</p>
+        <p className="hint">Keys 1–6 switch views, arrows move in lists, Enter opens, Esc closes.</p>
       </nav>
       <main className="content">
         {!session.can_approve && session.limitation && view === "sharing" && (
@@ -169,6 +171,7 @@ function Shell({ session, theme, toggleTheme }: { session: OperatorRights; theme
         {view === "explain" && <ExplainView />}
         {view === "sharing" && <SharingQueue session={session} onOpenEntry={openEntry} />}
         {view === "review" && <EvidenceReview session={session} onOpenEntry={openEntry} />}
+        {view === "tokens" && <AccessTokens session={session} />}
       </main>
     </div>
   );

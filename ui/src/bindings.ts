@@ -47,9 +47,58 @@ export const commands = {
 	 *  the operator's own role, which the database records.
 	 */
 	decideSharingRequest: (requestId: SharingRequestId, approve: boolean, reason: string) => __TAURI_INVOKE<Decision>("decide_sharing_request", { requestId, approve, reason }),
+	/**
+	 *  MCP access tokens (of `agent`, or of every agent), newest first, revoked ones included, with
+	 *  each bound speaker labelled. Never a secret: only hashes are stored.
+	 */
+	accessTokens: (agent: AgentId | null) => __TAURI_INVOKE<AccessTokenRow[]>("access_tokens", { agent }),
+	/**
+	 *  Revoke an MCP access token at once, with a required reason. Runs the `SECURITY DEFINER`
+	 *  revocation function as the operator's own role, which the database records with the reason in
+	 *  `operator_actions`; read-only roles are refused.
+	 */
+	revokeAccessToken: (tokenId: string, reason: string) => __TAURI_INVOKE<TokenRevocation>("revoke_access_token", { tokenId, reason }),
 };
 
 /* Types */
+/**
+ *  An MCP access token as the console lists it: the token (never its secret) with the bound
+ *  speaker labelled as prompts label them, so the operator sees who a token speaks as, not only a
+ *  connector id.
+ */
+export type AccessTokenRow = {
+	/**  The bound speaker's current label (`Priya (id U456)`; the actor id when the actor is gone). */
+	speaker_label: string,
+} & AccessTokenView;
+
+/**  A token as operators see it: everything but the secret. */
+export type AccessTokenView = {
+	/**  Token id (what `revoke` takes). */
+	id: string,
+	/**  Runtime agent. */
+	runtime_agent_id: AgentId,
+	/**  Its name. */
+	agent_name: string,
+	/**  The bound conversation. */
+	conversation_id: ConversationId,
+	/**  Its external channel id. */
+	conversation: string,
+	/**  Its title (`#engineering`; may be empty), what operators recognise it by. */
+	conversation_title: string,
+	/**  The bound speaker. */
+	actor_id: ActorId,
+	/**  Their connector id (`U456`). */
+	speaker: string,
+	/**  What the operator called it. */
+	label: string,
+	/**  Issued. */
+	created_at: string,
+	/**  Last authenticated request. */
+	last_used_at: string | null,
+	/**  Revoked, if so. */
+	revoked_at: string | null,
+};
+
 /**  An actor for pickers, with the label prompts render for it. */
 export type ActorChoice = {
 	/**  Actor id. */
@@ -499,7 +548,15 @@ export type OperatorRights = {
 	 *  membership in `mesh_operator`, which they check again themselves).
 	 */
 	can_review_evidence: boolean,
-	/**  Why `can_approve`, `can_review_evidence` (or `can_browse`) is false, for the UI. */
+	/**
+	 *  It may revoke MCP access tokens (EXECUTE on `mesh_operator_revoke_access_token`, which
+	 *  records the role; the token table itself is never writable by a console role).
+	 */
+	can_revoke_tokens: boolean,
+	/**
+	 *  Why `can_approve`, `can_review_evidence`, `can_revoke_tokens` (or `can_browse`) is false,
+	 *  for the UI.
+	 */
 	limitation: string | null,
 };
 
@@ -767,6 +824,14 @@ export type SubjectMatch =
 "current_speaker" | 
 /**  The memory is about a person the query names (display name or connector id). */
 "named_in_query";
+
+/**  An operator's revocation of an MCP access token, as the tokens view confirms it. */
+export type TokenRevocation = {
+	/**  The token revoked; its next request gets 401. */
+	token_id: string,
+	/**  The role recorded in `operator_actions` as the revoker. */
+	revoked_by: string,
+};
 
 /**
  *  One source of unknown audience evidence, with the transcript facts an operator weighs (who

@@ -1,6 +1,7 @@
 import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { render } from "@testing-library/react";
 import type {
+  AccessTokenRow,
   EntryDetail,
   EntryPage,
   EvidenceReviewDetail,
@@ -262,4 +263,33 @@ export const reviewDetail: EvidenceReviewDetail = {
     { id: "a4", kind: "human", label: "Priya (id U456)" },
     { id: "a3", kind: "human", label: "Victor (id U123)" },
   ],
+};
+
+export const liveToken: AccessTokenRow = {
+  id: "01900000-0000-7000-8000-0000000000t1",
+  runtime_agent_id: "agent",
+  agent_name: "mesh-assistant",
+  conversation_id: "conv",
+  conversation: "C-ENG",
+  conversation_title: "#engineering",
+  actor_id: "a4",
+  speaker: "U456",
+  speaker_label: "Priya (id U456)",
+  label: "Priya's laptop (Claude Desktop)",
+  created_at: "2026-12-05T10:00:00Z",
+  last_used_at: null,
+  revoked_at: null,
+};
+
+export const revokedToken: AccessTokenRow = {
+  ...liveToken,
+  id: "01900000-0000-7000-8000-0000000000t2",
+  label: "",
+  conversation_title: "",
+  conversation: "D-VICTOR",
+  speaker: "U123",
+  speaker_label: "Victor (id U123)",
+  created_at: "2026-12-04T10:00:00Z",
+  last_used_at: "2026-12-04T11:00:00Z",
+  revoked_at: "2026-12-04T12:00:00Z",
 };

@@ -54,12 +54,20 @@ const status = {
   needs_first_operator: true,
   session: null,
 };
-const operator = { role: "ops_alice", can_browse: true, can_approve: true, can_review_evidence: true, limitation: null };
+const operator = {
+  role: "ops_alice",
+  can_browse: true,
+  can_approve: true,
+  can_review_evidence: true,
+  can_revoke_tokens: true,
+  limitation: null,
+};
 const reader = {
   role: "console_reader",
   can_browse: true,
   can_approve: false,
   can_review_evidence: false,
+  can_revoke_tokens: false,
   limitation: "role console_reader is not a member of mesh_operator, so it can browse but not approve",
 };
 
