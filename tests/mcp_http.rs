@@ -154,27 +154,6 @@ async fn bearer_tokens_bind_http_requests_and_bad_ones_get_401_with_nothing_writ
     assert_eq!(node(&["probe", &server.endpoint, &priya_token.secret])["status"], 200);
 }
 
-/// A LOGIN role in `group` with a random password, and a pool connected as it.
-async fn login_role(db: &TestDb, group: &str) -> (String, sqlx::PgPool) {
-    let role = format!("mm_tok_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    let password = uuid::Uuid::new_v4().simple().to_string();
-    let (statement,): (String,) =
-        sqlx::query_as("SELECT format('CREATE ROLE %I LOGIN PASSWORD %L IN ROLE %I', $1, $2, $3)")
-            .bind(&role)
-            .bind(&password)
-            .bind(group)
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(statement)).execute(&db.pool).await.unwrap();
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .connect_with(db.options.clone().username(&role).password(&password))
-        .await
-        .expect("the new login role connects");
-    (role, pool)
-}
-
 #[tokio::test]
 async fn an_operator_revokes_a_token_under_their_own_role_and_the_runtime_cannot() {
     let db = test_db().await;
@@ -185,7 +164,7 @@ async fn an_operator_revokes_a_token_under_their_own_role_and_the_runtime_cannot
     let token = db.store.issue_access_token(world.agent, dm, "U457", "laptop").await.unwrap();
 
     // The runtime role may record a token's use, never revoke or re-bind it.
-    let (_, runtime) = login_role(&db, "mesh_runtime").await;
+    let (_, runtime) = common::login_role(&db, "mm_tok", "mesh_runtime").await;
     let refused = sqlx::query("UPDATE mcp_access_tokens SET revoked_at = now() WHERE id = $1")
         .bind(token.id)
         .execute(&runtime)
@@ -193,7 +172,7 @@ async fn an_operator_revokes_a_token_under_their_own_role_and_the_runtime_cannot
         .unwrap_err();
     assert_eq!(refused.as_database_error().and_then(|d| d.code()).as_deref(), Some("42501"));
 
-    let (role, operator) = login_role(&db, "mesh_operator").await;
+    let (role, operator) = common::login_role(&db, "mm_tok", "mesh_operator").await;
     let no_reason = mesh_memory::store::Store::revoke_access_token_as_operator(&operator, token.id, " ").await;
     assert!(matches!(no_reason, Err(mesh_memory::store::StoreError::InvalidInput { field: "reason", .. })));
     mesh_memory::store::Store::revoke_access_token_as_operator(&operator, token.id, "laptop lost").await.unwrap();

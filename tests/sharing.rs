@@ -17,8 +17,6 @@ use mesh_memory::store::{Amendment, Direction, NewMessage, Store, SubjectUpdate,
 use mesh_memory::turn::{ScriptedModel, TurnEngine, TurnOutcome};
 use mesh_memory::{ConversationId, EntryId, MessageId, RevisionId};
 use serde_json::json;
-use sqlx::postgres::PgPoolOptions;
-use sqlx::PgPool;
 
 struct Scene {
     db: TestDb,
@@ -98,27 +96,6 @@ async fn authenticated_dm(s: &Scene, conversation: ConversationId, by: &Person, 
         })
         .await
         .unwrap()
-}
-
-/// A LOGIN role in `group` with a random password, and a pool connected as it to the test database.
-async fn login_role(db: &TestDb, prefix: &str, group: &str) -> (String, PgPool) {
-    let role = format!("{prefix}_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    let password = uuid::Uuid::new_v4().simple().to_string();
-    let (statement,): (String,) =
-        sqlx::query_as("SELECT format('CREATE ROLE %I LOGIN PASSWORD %L IN ROLE %I', $1, $2, $3)")
-            .bind(&role)
-            .bind(&password)
-            .bind(group)
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(statement)).execute(&db.pool).await.unwrap();
-    let pool = PgPoolOptions::new()
-        .max_connections(2)
-        .connect_with(db.options.clone().username(&role).password(&password))
-        .await
-        .expect("the new login role connects");
-    (role, pool)
 }
 
 #[tokio::test]
@@ -250,7 +227,7 @@ async fn another_actors_or_unauthenticated_confirmation_creates_no_grant() {
 async fn runtime_role_cannot_write_grants_but_runs_the_engine() {
     let mut s = scene().await;
     let request = request_via_turn(&mut s).await;
-    let (role, runtime) = login_role(&s.db, "mm_runtime_test", "mesh_runtime").await;
+    let (role, runtime) = common::login_role(&s.db, "mm_runtime_test", "mesh_runtime").await;
     let forged = sqlx::query(
         "INSERT INTO sharing_grants (id, runtime_agent_id, revision_id, authority, approved_by_role, reason)
          VALUES (gen_random_uuid(), $1, $2, 'operator_approval', 'someone', 'forged')",
@@ -300,7 +277,7 @@ async fn runtime_role_cannot_write_grants_but_runs_the_engine() {
 async fn operator_role_approves_through_the_function_and_is_recorded() {
     let mut s = scene().await;
     let request = request_via_turn(&mut s).await;
-    let (role, operator) = login_role(&s.db, "mm_operator_test", "mesh_operator").await;
+    let (role, operator) = common::login_role(&s.db, "mm_operator_test", "mesh_operator").await;
     // Operators cannot write grants directly either.
     let direct = sqlx::query("DELETE FROM sharing_grants").execute(&operator).await.unwrap_err();
     assert_eq!(direct.as_database_error().unwrap().code().as_deref(), Some("42501"));
@@ -354,7 +331,7 @@ async fn a_request_whose_revision_changed_cannot_be_approved() {
         })
         .await
         .unwrap();
-    let (role, operator) = login_role(&s.db, "mm_operator_test", "mesh_operator").await;
+    let (role, operator) = common::login_role(&s.db, "mm_operator_test", "mesh_operator").await;
     assert!(matches!(approve_as_operator(&operator, request, "ok").await, Err(SharingError::StaleRequest)));
     let confirmation = authenticated_dm(&s, s.dm_priya, &s.priya, "Yes.").await;
     assert!(matches!(confirm_by_source_actor(&s.db.pool, second, confirmation).await, Err(SharingError::StaleRequest)));
@@ -396,8 +373,8 @@ async fn a_request_decided_by_another_operator_or_forgotten_is_refused_naming_wh
     let mut s = scene().await;
     let decided_elsewhere = request_via_turn(&mut s).await;
     let forgotten = request_via_turn(&mut s).await;
-    let (bob, bob_pool) = login_role(&s.db, "mm_bob", "mesh_operator").await;
-    let (alice, alice_pool) = login_role(&s.db, "mm_alice", "mesh_operator").await;
+    let (bob, bob_pool) = common::login_role(&s.db, "mm_bob", "mesh_operator").await;
+    let (alice, alice_pool) = common::login_role(&s.db, "mm_alice", "mesh_operator").await;
     approve_as_operator(&bob_pool, decided_elsewhere, "Priya asked in DM.").await.unwrap();
     let before = written_for(&s.db, decided_elsewhere).await;
 
@@ -449,7 +426,7 @@ async fn a_grant_revoked_between_retrieval_and_delivery_withholds_the_reply() {
         prepared.used_revisions().iter().any(|(_, r)| *r == s.private_revision),
         "the released revision reached the model under the grant"
     );
-    let (role, operator) = login_role(&s.db, "mm_operator_test", "mesh_operator").await;
+    let (role, operator) = common::login_role(&s.db, "mm_operator_test", "mesh_operator").await;
     revoke_grant(&operator, grant, "released by mistake").await.unwrap();
     let report = engine.deliver(prepared).await.unwrap();
     let TurnOutcome::Withheld { recheck } = &report.outcome else { panic!("{:?}", report.outcome) };

@@ -17,9 +17,10 @@ use super::tokens::{CostBound, TokenCounter};
 use super::Selection;
 use crate::ids::{EntryId, RevisionId};
 
-/// Upper bound on the tokens of `text` for byte-level tokenizers: its UTF-8 length.
+/// Upper bound on the tokens of `text` for byte-level tokenizers: its UTF-8 length
+/// ([`super::tokens::ByteBound`], the one definition).
 pub fn token_upper_bound(text: &str) -> u32 {
-    u32::try_from(text.len()).unwrap_or(u32::MAX)
+    super::tokens::ByteBound.count(text)
 }
 
 /// The cost of admitting one entry: max(prompt line, recall JSON) + attribution overhead, each

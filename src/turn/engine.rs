@@ -196,13 +196,19 @@ impl TurnState {
         if self.audience_snapshot.is_none() {
             self.audience_snapshot = Some(outcome.context.audience.clone());
         }
-        for s in &outcome.selections {
-            if !self.retrieved.contains(&s.revision_id) {
-                self.retrieved.push(s.revision_id);
-            }
-            if !self.used.contains(&(s.entry_id, s.revision_id)) {
-                self.used.push((s.entry_id, s.revision_id));
-            }
+        keep_lineage(&mut self.retrieved, &mut self.used, outcome);
+    }
+}
+
+/// Adds a search's selections to what later writes cite (`retrieved`, deduplicated, in order)
+/// and to what the delivery recheck looks at (`used`): one rule for turns and hosted sessions.
+fn keep_lineage(retrieved: &mut Vec<RevisionId>, used: &mut Vec<(EntryId, RevisionId)>, outcome: &SearchOutcome) {
+    for s in &outcome.selections {
+        if !retrieved.contains(&s.revision_id) {
+            retrieved.push(s.revision_id);
+        }
+        if !used.contains(&(s.entry_id, s.revision_id)) {
+            used.push((s.entry_id, s.revision_id));
         }
     }
 }
@@ -387,14 +393,7 @@ impl TurnEngine {
     ) -> Result<SearchOutcome, TurnError> {
         let ctx = load_context(&self.store, inbound).await?;
         let outcome = self.assemble_context(&ctx).await?;
-        for s in &outcome.selections {
-            if !session.retrieved.contains(&s.revision_id) {
-                session.retrieved.push(s.revision_id);
-            }
-            if !session.used.contains(&(s.entry_id, s.revision_id)) {
-                session.used.push((s.entry_id, s.revision_id));
-            }
-        }
+        keep_lineage(&mut session.retrieved, &mut session.used, &outcome);
         Ok(outcome)
     }
 

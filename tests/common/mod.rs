@@ -298,3 +298,25 @@ pub async fn grant(
         .unwrap();
     id
 }
+
+/// A LOGIN role in `group` with a random password, and a pool connected as it to the test database.
+#[allow(dead_code)]
+pub async fn login_role(db: &TestDb, prefix: &str, group: &str) -> (String, PgPool) {
+    let role = format!("{prefix}_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let password = uuid::Uuid::new_v4().simple().to_string();
+    let (statement,): (String,) =
+        sqlx::query_as("SELECT format('CREATE ROLE %I LOGIN PASSWORD %L IN ROLE %I', $1, $2, $3)")
+            .bind(&role)
+            .bind(&password)
+            .bind(group)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(statement)).execute(&db.pool).await.unwrap();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(db.options.clone().username(&role).password(&password))
+        .await
+        .expect("the new login role connects");
+    (role, pool)
+}
