@@ -337,21 +337,27 @@ fn lookup<T: Copy>(list: &[(String, T)], name: &str) -> Option<T> {
     list.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
 }
 
-/// A tool-call step that acts on the memory of the latest recall result whose body contains
-/// `needle`; if recall did not return it, the scripted model says so instead of guessing.
+/// A tool-call step that acts on the memory of the latest recall result whose line contains
+/// `needle`, given its entry id and revision number as the line shows them; if recall did not
+/// return it, the scripted model says so instead of guessing.
 fn on_recalled(
     needle: &'static str,
-    call: impl Fn(&Value) -> (&'static str, Value) + Send + Sync + 'static,
+    call: impl Fn(&str, u32) -> (&'static str, Value) + Send + Sync + 'static,
 ) -> impl Fn(&ChatRequest) -> ChatResponse + Send + Sync + 'static {
     move |request| {
         let found = tool_results(request).last().and_then(|r| {
-            r["memories"]
-                .as_array()
-                .and_then(|m| m.iter().find(|m| m["body"].as_str().unwrap_or("").contains(needle)).cloned())
+            r["memories"].as_array().and_then(|lines| {
+                lines
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .find(|line| line.contains(needle))
+                    .and_then(crate::retrieval::render::line_reference)
+                    .map(|(entry, revision)| (entry.to_owned(), revision))
+            })
         });
         match found {
-            Some(memory) => {
-                let (name, arguments) = call(&memory);
+            Some((entry, revision)) => {
+                let (name, arguments) = call(&entry, revision);
                 ChatResponse {
                     content: None,
                     tool_calls: vec![ToolCall {
@@ -403,11 +409,11 @@ pub async fn run_demo_turns(store: &Store, workspace: &mut DemoWorkspace) -> Res
         demo_turn(store, agent, engineering, "U456", "Tabs or spaces for the payments-service repo?", model).await?;
     turns.push(("answer from retrieved memory", report));
 
-    // 2. Recall precedes a correction: the amend needs the ids that recall returns.
+    // 2. Recall precedes a correction: the amend needs the entry id and revision that recall returns.
     let model = ScriptedModel::new()
         .calls(vec![("recall", json!({"query": "platform team"}))])
-        .step(on_recalled("platform team", |m| {
-            ("amend", json!({"entry_id": m["entry_id"], "expected_revision_id": m["revision_id"],
+        .step(on_recalled("platform team", |entry, revision| {
+            ("amend", json!({"entry_id": entry, "expected_revision": revision,
                              "body": "Leads the platform and infrastructure teams since October (previously payments)."}))
         }))
         .reply("I've updated that memory: you lead the platform and infrastructure teams.");
@@ -431,8 +437,8 @@ pub async fn run_demo_turns(store: &Store, workspace: &mut DemoWorkspace) -> Res
     // 4. A sharing request in an authenticated direct conversation: pending, nothing shared.
     let model = ScriptedModel::new()
         .calls(vec![("recall", json!({"query": "interviewing"}))])
-        .step(on_recalled("interviewing", |m| {
-            ("request_memory_sharing", json!({"revision_id": m["revision_id"], "target_conversation": "C-ENG",
+        .step(on_recalled("interviewing", |entry, revision| {
+            ("request_memory_sharing", json!({"entry_id": entry, "revision": revision, "target_conversation": "C-ENG",
                                                "rationale": "Priya said the engineering channel may know about her interviews."}))
         }))
         .reply("I've asked for approval to share that with #engineering; nothing is shared until it is approved.");

@@ -94,3 +94,104 @@ id_type!(
     /// One audited retrieval.
     RetrievalEventId, "retrieval event"
 );
+
+/// How many trailing hex digits of an entry id a [`ShortEntryId`] keeps: 48 bits, the random
+/// tail of a version 7 id (and of any version 4 one).
+pub const SHORT_ENTRY_ID_DIGITS: usize = 12;
+
+/// The short form of an entry id that models see and type: the last 12 hex digits of the
+/// entry's UUID (`0192f0c1-7d3e-7a00-8a41-`**`5c06e1f2a9b3`**).
+///
+/// Why it exists: a full UUID is about 30 tokens of a model's prompt, and every recalled memory
+/// carried two of them, so ids cost more of the memory allowance than the memories. The short
+/// form is a substring of the stable id, so an operator matches it by eye, and it is stable
+/// across revisions like the id itself. It is resolved only within one runtime agent and only
+/// among the entries the asker may see (`Store::current_revisions_by_reference`), so two
+/// entries sharing a tail (about one chance in 2^48 per pair) can at worst make a reference
+/// ambiguous, never name a memory another audience owns.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+#[serde(transparent)]
+pub struct ShortEntryId(String);
+
+impl ShortEntryId {
+    /// The short form of `entry`.
+    pub fn of(entry: EntryId) -> Self {
+        let text = entry.0.as_hyphenated().to_string();
+        ShortEntryId(text[text.len() - SHORT_ENTRY_ID_DIGITS..].to_owned())
+    }
+
+    /// The twelve lowercase hex digits.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ShortEntryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl EntryId {
+    /// The short form models see ([`ShortEntryId`]).
+    pub fn short(&self) -> ShortEntryId {
+        ShortEntryId::of(*self)
+    }
+}
+
+/// How a caller names an entry in a tool call: the short id a recall showed, or a full entry id
+/// (operators and programs that kept one).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "form", content = "id", rename_all = "snake_case")]
+pub enum EntryReference {
+    /// Twelve hex digits, as recall shows them.
+    Short(ShortEntryId),
+    /// A full entry UUID.
+    Full(EntryId),
+}
+
+impl EntryReference {
+    /// What the model should see when the reference is echoed back: always the short form.
+    pub fn shown(&self) -> String {
+        match self {
+            EntryReference::Short(short) => short.to_string(),
+            EntryReference::Full(entry) => entry.short().to_string(),
+        }
+    }
+}
+
+impl FromStr for EntryReference {
+    type Err = MalformedId;
+
+    /// Accepts 12 hex digits (any case) or a full UUID; anything else is malformed.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let trimmed = text.trim();
+        if trimmed.len() == SHORT_ENTRY_ID_DIGITS && trimmed.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(EntryReference::Short(ShortEntryId(trimmed.to_ascii_lowercase())));
+        }
+        trimmed
+            .parse::<EntryId>()
+            .map(EntryReference::Full)
+            .map_err(|_| MalformedId { kind: "entry", text: text.chars().take(80).collect() })
+    }
+}
+
+#[cfg(test)]
+mod short_id_tests {
+    use super::*;
+
+    #[test]
+    fn the_short_id_is_the_tail_of_the_full_id_and_both_forms_parse() {
+        let entry: EntryId = "0192f0c1-7d3e-7a00-8a41-5c06e1f2a9b3".parse().unwrap();
+        assert_eq!(entry.short().as_str(), "5c06e1f2a9b3");
+        assert_eq!("5C06E1F2A9B3".parse::<EntryReference>().unwrap(), EntryReference::Short(entry.short()));
+        assert_eq!(
+            " 0192f0c1-7d3e-7a00-8a41-5c06e1f2a9b3 ".parse::<EntryReference>().unwrap(),
+            EntryReference::Full(entry)
+        );
+        for bad in ["5c06e1f2a9b", "5c06e1f2a9b3f", "5c06e1f2a9bz", "", "entry 5c06e1f2a9b3"] {
+            assert!(bad.parse::<EntryReference>().is_err(), "{bad:?}");
+        }
+    }
+}

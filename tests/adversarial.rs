@@ -437,7 +437,11 @@ async fn probe(
 ) -> String {
     engine.run_turn(inbound).await.unwrap();
     let result: Value = tool_results(model.requests().last().unwrap()).pop().expect("a tool result");
-    result.to_string().replace(&named.0.to_string(), "ID").replace(&named.1.to_string(), "ID")
+    result
+        .to_string()
+        .replace(&named.0.to_string(), "ID")
+        .replace(named.0.short().as_str(), "ID")
+        .replace(&named.1.to_string(), "ID")
 }
 
 /// Existence probing through every tool: for entries the speaker may not see in `conversation`
@@ -453,21 +457,21 @@ async fn probe_existence(
     let (mut probes, mut violations) = (0, 0);
     let target = ws.conversations.iter().find(|c| c.topology == Topology::Channel).unwrap().id;
     let made_up = (EntryId::generate(), RevisionId::generate());
-    let calls = |(entry, revision): (EntryId, RevisionId)| {
-        [
-            ("forget", json!({"entry_id": entry.to_string()})),
-            (
-                "amend",
-                json!({"entry_id": entry.to_string(), "expected_revision_id": revision.to_string(), "body": "x"}),
-            ),
-            (
-                "request_memory_sharing",
-                json!({"revision_id": revision.to_string(), "rationale": "probe", "target_conversation": target.to_string()}),
-            ),
-        ]
+    // Every tool that names an entry, by its full id and by the short id recall shows.
+    let calls = |(entry, _): (EntryId, RevisionId)| {
+        [entry.to_string(), entry.short().to_string()].into_iter().flat_map(move |id| {
+            [
+                ("forget", json!({"entry_id": id})),
+                ("amend", json!({"entry_id": id, "expected_revision": 1, "body": "x"})),
+                (
+                    "request_memory_sharing",
+                    json!({"entry_id": id, "revision": 1, "rationale": "probe", "target_conversation": target.to_string()}),
+                ),
+            ]
+        })
     };
     let rows_before = count_rows(db).await;
-    for (tool, made_up_args) in calls(made_up) {
+    for (index, (tool, made_up_args)) in calls(made_up).enumerate() {
         let answer = |args: Value| {
             let model = Arc::new(ScriptedModel::new().calls(vec![(tool, args)]).reply("Done."));
             let engine = TurnEngine::new(
@@ -481,7 +485,7 @@ async fn probe_existence(
         let (engine, model) = answer(made_up_args);
         let expected = probe(&engine, &model, inbound, made_up).await;
         for &target_entry in hidden {
-            let args = calls(target_entry).into_iter().find(|(t, _)| *t == tool).unwrap().1;
+            let args = calls(target_entry).nth(index).unwrap().1;
             let inbound = ws.world.say(ws.conversations[conversation].id, speaker, "do it").await;
             let (engine, model) = answer(args);
             let got = probe(&engine, &model, inbound, target_entry).await;

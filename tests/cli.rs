@@ -49,6 +49,13 @@ async fn demo_seed_then_show_prints_history_with_lineage() {
 
     let out = cli().args(["show", &amended]).env("DATABASE_URL", &url).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The short id a prompt or tool result shows names the same entry.
+    let short = &amended[amended.len() - 12..];
+    let by_short = cli().args(["show", short]).env("DATABASE_URL", &url).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&by_short.stdout), String::from_utf8_lossy(&out.stdout));
+    let unknown = cli().args(["show", "000000000000"]).env("DATABASE_URL", &url).output().unwrap();
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no entry id ends in 000000000000"));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("revision 1 (create)"), "{text}");
     assert!(text.contains("revision 2 (amend)"), "{text}");

@@ -113,15 +113,17 @@ async fn bearer_tokens_bind_http_requests_and_bad_ones_get_401_with_nothing_writ
     assert_eq!(seen[0]["names"], json!(["amend", "forget", "recall", "remember", "request_memory_sharing"]));
     let committed = &seen[1]["json"];
     assert_eq!(committed["status"], "committed", "{committed}");
-    let (revision, source, origin): (uuid::Uuid, Option<uuid::Uuid>, Option<uuid::Uuid>) = sqlx::query_as(
-        "SELECT r.id, r.source_actor_id, e.origin_conversation_id
-           FROM memory_entries e JOIN memory_entry_revisions r ON r.id = e.current_revision_id WHERE e.id = $1",
+    let (entry, number, source, origin): (uuid::Uuid, i32, Option<uuid::Uuid>, Option<uuid::Uuid>) = sqlx::query_as(
+        "SELECT e.id, r.revision_number, r.source_actor_id, e.origin_conversation_id
+           FROM memory_entries e JOIN memory_entry_revisions r ON r.id = e.current_revision_id
+          WHERE right(e.id::text, 12) = $1",
     )
-    .bind(committed["entry_id"].as_str().unwrap().parse::<uuid::Uuid>().unwrap())
+    .bind(committed["entry_id"].as_str().unwrap())
     .fetch_one(&db.pool)
     .await
     .unwrap();
-    assert_eq!(committed["revision_id"], revision.to_string(), "the result is what the store committed");
+    assert!(entry.to_string().ends_with(committed["entry_id"].as_str().unwrap()));
+    assert_eq!(committed["revision"], number, "the result is what the store committed");
     assert_eq!((source, origin), (Some(priya.actor.0), Some(dm.0)), "bound by the token, not by any argument");
     assert_eq!(seen[2]["json"]["memories"].as_array().unwrap().len(), 1);
     assert_eq!(seen[3]["isError"], true, "an empty body is refused");

@@ -69,7 +69,7 @@ async fn a_real_mcp_client_remembers_recalls_and_forgets_within_its_binding_and_
             {"op": "call", "name": "remember", "args": {}},
             {"op": "call", "name": "remember", "args": {"body": "x", "speaker": "U123"}},
             {"op": "call", "name": "amend",
-             "args": {"entry_id": "$ENTRY", "expected_revision_id": "$RANDOM", "body": "Is interviewing at Globex."}},
+             "args": {"entry_id": "$ENTRY", "expected_revision": 2, "body": "Is interviewing at Globex."}},
         ]),
     );
     assert_eq!(seen[0]["names"], json!(["amend", "forget", "recall", "remember", "request_memory_sharing"]));
@@ -77,28 +77,32 @@ async fn a_real_mcp_client_remembers_recalls_and_forgets_within_its_binding_and_
     // What the client was told committed is exactly what the store holds.
     let remembered = &seen[1]["json"];
     assert_eq!(remembered["status"], "committed", "{remembered}");
-    let entry: uuid::Uuid = remembered["entry_id"].as_str().unwrap().parse().unwrap();
-    let row: (uuid::Uuid, i32, Option<uuid::Uuid>, Option<uuid::Uuid>, String) = sqlx::query_as(
-        "SELECT r.id, r.revision_number, r.source_actor_id, e.origin_conversation_id, e.state::text
-           FROM memory_entries e JOIN memory_entry_revisions r ON r.id = e.current_revision_id WHERE e.id = $1",
+    let short = remembered["entry_id"].as_str().unwrap().to_owned();
+    let row: (uuid::Uuid, uuid::Uuid, i32, Option<uuid::Uuid>, Option<uuid::Uuid>, String) = sqlx::query_as(
+        "SELECT e.id, r.id, r.revision_number, r.source_actor_id, e.origin_conversation_id, e.state::text
+           FROM memory_entries e JOIN memory_entry_revisions r ON r.id = e.current_revision_id
+          WHERE e.runtime_agent_id = $1",
     )
-    .bind(entry)
+    .bind(world.agent.0)
     .fetch_one(&db.pool)
     .await
     .unwrap();
-    assert_eq!(remembered["revision_id"], row.0.to_string());
-    assert_eq!(remembered["revision_number"], row.1);
-    assert_eq!(row.2, Some(priya.actor.0), "the source is the bound speaker, from the binding");
-    assert_eq!(row.3, Some(dm.0), "learned in the bound conversation");
+    let (entry, revision) = (row.0, row.1);
+    assert!(entry.to_string().ends_with(&short), "the client is shown the entry's short id, {short}");
+    assert_eq!(remembered["revision"], row.2);
+    assert_eq!(row.3, Some(priya.actor.0), "the source is the bound speaker, from the binding");
+    assert_eq!(row.4, Some(dm.0), "learned in the bound conversation");
     let sources =
-        scalar(&db, "SELECT count(*) FROM revision_sources WHERE revision_id = $1 AND kind = 'message'", row.0).await;
+        scalar(&db, "SELECT count(*) FROM revision_sources WHERE revision_id = $1 AND kind = 'message'", revision)
+            .await;
     assert!(sources >= 1, "the call is recorded as Priya's authenticated message and is the memory's evidence");
 
     // Recall and the prompt find it, through the audited retrieval service.
     let memories = seen[2]["json"]["memories"].as_array().unwrap();
     assert_eq!(memories.len(), 1);
-    assert_eq!(memories[0]["entry_id"], entry.to_string());
-    assert!(memories[0].get("score").is_none(), "ranking data is audit data, not for the host's model");
+    let line = memories[0].as_str().expect("a memory is one line");
+    assert!(line.starts_with(&format!("[{short} rev 1] About ")), "{line}");
+    assert!(!line.contains("score") && !line.contains("rrf"), "ranking data is audit data, not for the host's model");
     assert!(seen[3]["text"].as_str().unwrap().contains("Is interviewing at Initech next month."));
     let searches =
         scalar(&db, "SELECT count(*) FROM memory_retrieval_events WHERE current_actor_id = $1", priya.actor.0).await;
@@ -113,7 +117,7 @@ async fn a_real_mcp_client_remembers_recalls_and_forgets_within_its_binding_and_
     assert_eq!(entries, 1, "no malformed call created anything");
     // An amend against a stale revision is the conflict error, and changes nothing.
     assert_eq!(seen[6]["isError"], true);
-    assert!(seen[6]["text"].as_str().unwrap().contains("read it again before amending"), "{}", seen[6]["text"]);
+    assert!(seen[6]["text"].as_str().unwrap().contains("is at revision 1, not 2"), "{}", seen[6]["text"]);
     assert_eq!(scalar(&db, "SELECT count(*) FROM memory_entry_revisions WHERE entry_id = $1", entry).await, 1);
 
     // Another binding, in another conversation, cannot see the direct-conversation memory.
@@ -124,7 +128,7 @@ async fn a_real_mcp_client_remembers_recalls_and_forgets_within_its_binding_and_
         json!([
             {"op": "call", "name": "recall", "args": {"query": "interviewing Initech"}},
             {"op": "prompt", "name": "memory_context", "args": {"message": "Is Priya interviewing at Initech?"}},
-            {"op": "call", "name": "forget", "args": {"entry_id": entry.to_string()}},
+            {"op": "call", "name": "forget", "args": {"entry_id": short}},
         ]),
     );
     assert_eq!(elsewhere[0]["json"]["memories"], json!([]));
@@ -138,7 +142,7 @@ async fn a_real_mcp_client_remembers_recalls_and_forgets_within_its_binding_and_
         "D-PRIYA",
         "U456",
         json!([
-            {"op": "call", "name": "forget", "args": {"entry_id": entry.to_string()}},
+            {"op": "call", "name": "forget", "args": {"entry_id": short}},
             {"op": "call", "name": "recall", "args": {"query": "interviewing Initech"}},
         ]),
     );

@@ -174,8 +174,9 @@ async fn forget_and_amend_of_an_entry_this_audience_cannot_see_answer_like_a_mad
     let made_up = EntryId::generate();
     let (ana, ben) = (Person { ..s.ana }, Person { ..s.ben });
     let group = s.group;
-    let forget = |id: EntryId| json!({"entry_id": id.to_string()});
-    let amend = |id: EntryId| json!({"entry_id": id.to_string(), "expected_revision_id": uuid::Uuid::now_v7().to_string(), "body": "x"});
+    // By the short id recall shows, as a model names entries.
+    let forget = |id: EntryId| json!({"entry_id": id.short()});
+    let amend = |id: EntryId| json!({"entry_id": id.short(), "expected_revision": 1, "body": "x"});
     let private = s.private;
     // Live but private to Ana: Ben, in the group, learns nothing from either tool.
     let unknown_forget = tool_result(&mut s, &ben, group, "forget", forget(made_up)).await;

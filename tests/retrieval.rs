@@ -114,13 +114,18 @@ async fn contract_2_another_actor_asking_tabs_or_spaces_gets_the_cto_preference_
         "{prompt}"
     );
     let json = outcome.recall_json();
-    assert_eq!(json["memories"][0]["entry_id"], tabs.to_string());
-    assert_eq!(json["memories"][0]["revision_id"], tabs_rev.to_string());
-    assert_eq!(json["memories"][0]["about"], "Victor (id U123)");
-    assert_eq!(json["memories"][0]["told_by"], "Victor (id U123)");
-    assert_eq!(json["memories"][0]["learned_in"], "this conversation");
-    for audit_only in ["score", "components", "reason"] {
-        assert!(json["memories"][0].get(audit_only).is_none(), "{audit_only} is audit data, not for the model");
+    let line = json["memories"][0].as_str().expect("a recalled memory is one line");
+    assert_eq!(
+        line,
+        format!(
+            "[{} rev 1] About Victor (id U123), told by Victor (id U123) in this conversation: Prefers tabs over spaces for indentation in every repository.",
+            tabs.short()
+        ),
+        "the entry's short id and revision, subject, source, place and body: what amend and forget need"
+    );
+    assert!(!line.contains(&tabs.to_string()) && !line.contains(&tabs_rev.to_string()), "no full ids: {line}");
+    for audit_only in ["score", "component", "reason", "rrf"] {
+        assert!(!json.to_string().contains(audit_only), "{audit_only} is audit data, not for the model");
     }
     // The audit row keeps what the model no longer receives.
     let event = mesh_memory::retrieval::audit::explain_event(&db.pool, outcome.event_id).await.unwrap().unwrap();
@@ -422,7 +427,8 @@ async fn an_oversized_entry_is_skipped_and_reported_never_cut() {
     let db = test_db().await;
     let mut w = workspace(&db.store).await;
     let eng = w.engineering;
-    let long_body = format!("Glossary of the billing domain: {}", "invoice ledger settlement ".repeat(150));
+    // 3,900 characters (under the body limit) but over 4,096 bytes: the em dash is three bytes.
+    let long_body = format!("Glossary of the billing domain: {}", "invoice ledger settlement — ".repeat(138));
     let (big, big_rev) = w.world.remember(eng, &w.dana, None, &long_body).await;
     let (small, _) = w.world.remember(eng, &w.dana, None, "Billing invoices are settled nightly.").await;
 

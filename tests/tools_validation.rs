@@ -14,9 +14,11 @@ fn valid_arguments(tool: &str) -> Map<String, Value> {
     let value = match tool {
         "remember" => json!({"body": "Prefers tabs.", "subject": "U123", "always_on": false}),
         "recall" => json!({"query": "tabs", "limit": 3}),
-        "amend" => json!({"entry_id": id, "expected_revision_id": id, "body": "Prefers spaces.", "subject": "U456"}),
-        "forget" => json!({"entry_id": id}),
-        "request_memory_sharing" => json!({"revision_id": id, "rationale": "asked", "target_conversation": "C-ENG"}),
+        "amend" => json!({"entry_id": id, "expected_revision": 1, "body": "Prefers spaces.", "subject": "U456"}),
+        "forget" => json!({"entry_id": "5c06e1f2a9b3"}),
+        "request_memory_sharing" => {
+            json!({"entry_id": "5c06e1f2a9b3", "revision": 2, "rationale": "asked", "target_conversation": "C-ENG"})
+        }
         other => panic!("unknown tool {other}"),
     };
     value.as_object().unwrap().clone()
@@ -37,7 +39,8 @@ fn schema_properties_are_exactly_what_the_validator_accepts() {
         assert!(validate_call(&call(name, Value::Object(valid_arguments(name)).to_string())).is_ok(), "{name}");
     }
     let remember = &tool_definitions()[0]["function"]["parameters"]["properties"];
-    for forbidden in ["entry_id", "revision_id", "expected_revision_id", "supersedes", "supersede"] {
+    for forbidden in ["entry_id", "revision_id", "expected_revision", "expected_revision_id", "supersedes", "supersede"]
+    {
         assert!(remember.get(forbidden).is_none(), "remember must not offer {forbidden}");
     }
 }
@@ -45,9 +48,16 @@ fn schema_properties_are_exactly_what_the_validator_accepts() {
 #[test]
 fn remember_can_never_name_an_existing_entry() {
     let id = uuid::Uuid::now_v7().to_string();
-    for field in
-        ["entry_id", "revision_id", "expected_revision_id", "supersedes", "replaces", "source_actor", "audience"]
-    {
+    for field in [
+        "entry_id",
+        "revision_id",
+        "revision",
+        "expected_revision",
+        "supersedes",
+        "replaces",
+        "source_actor",
+        "audience",
+    ] {
         let mut arguments = valid_arguments("remember");
         arguments.insert(field.to_owned(), json!(id));
         let error = validate_call(&call("remember", Value::Object(arguments).to_string())).unwrap_err();

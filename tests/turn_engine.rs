@@ -61,11 +61,13 @@ fn claim_kinds(outcome: &TurnOutcome) -> Vec<ClaimKind> {
     }
 }
 
-/// First memory of the latest recall result in the request: (entry id, revision id).
-fn recalled(request: &mesh_memory::turn::ChatRequest) -> (String, String) {
+/// First memory of the latest recall result in the request, as its line shows it: (entry id,
+/// revision number).
+fn recalled(request: &mesh_memory::turn::ChatRequest) -> (String, u32) {
     let results = tool_results(request);
-    let memory = &results.last().expect("a tool result")["memories"][0];
-    (memory["entry_id"].as_str().unwrap().to_owned(), memory["revision_id"].as_str().unwrap().to_owned())
+    let line = results.last().expect("a tool result")["memories"][0].as_str().expect("memories are lines").to_owned();
+    let (entry, revision) = mesh_memory::retrieval::render::line_reference(&line).expect("a line names its entry");
+    (entry.to_owned(), revision)
 }
 
 #[tokio::test]
@@ -98,8 +100,8 @@ async fn production_incident_two_remembers_then_false_supersession_claim_fails()
         let last = model.requests().last().unwrap().clone();
         let ChatMessage::Developer { content } = last.messages.last().unwrap() else { panic!("ledger last") };
         for w in &report.ledger.writes {
-            assert!(content.contains(&w.entry_id.to_string()), "ledger names every entry id");
-            assert!(content.contains(&w.revision_id.to_string()), "ledger names every revision id");
+            let named = format!("{} -> revision {}", w.entry_id.short(), w.revision_number);
+            assert!(content.contains(&named), "ledger names every entry and its revision: {content}");
         }
         assert!(content.contains("Nothing was re-attributed"));
         assert!(content.contains("Nothing was superseded"));
@@ -127,7 +129,7 @@ async fn body_only_amend_then_reattribution_claim_fails() {
                     tool_calls: vec![mesh_memory::tools::ToolCall {
                         id: "a1".into(),
                         name: "amend".into(),
-                        arguments: json!({"entry_id": entry, "expected_revision_id": revision,
+                        arguments: json!({"entry_id": entry, "expected_revision": revision,
                                           "body": "Prefers tabs over spaces in every repository."})
                         .to_string(),
                     }],
@@ -181,7 +183,7 @@ async fn honest_reply_after_a_real_amend_is_delivered() {
                     tool_calls: vec![mesh_memory::tools::ToolCall {
                         id: "a1".into(),
                         name: "amend".into(),
-                        arguments: json!({"entry_id": entry, "expected_revision_id": revision, "subject": "U456"})
+                        arguments: json!({"entry_id": entry, "expected_revision": revision, "subject": "U456"})
                             .to_string(),
                     }],
                 }

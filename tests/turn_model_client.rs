@@ -238,7 +238,10 @@ async fn a_whole_turn_runs_through_the_real_client() {
     let last = &requests[2].body["messages"];
     let last = last.as_array().unwrap();
     assert_eq!(last[last.len() - 1]["role"], "developer");
-    assert!(last[last.len() - 1]["content"].as_str().unwrap().contains(&report.ledger.writes[0].entry_id.to_string()));
+    assert!(last[last.len() - 1]["content"]
+        .as_str()
+        .unwrap()
+        .contains(&report.ledger.writes[0].entry_id.short().to_string()));
     assert!(last.iter().any(|m| m["role"] == "tool" && m["tool_call_id"] == "call_1"));
 }
 

@@ -42,7 +42,7 @@ enum Command {
     },
     /// Show an entry's revision history with lineage and audience evidence.
     Show {
-        /// Entry id.
+        /// Entry id: the full UUID, or the 12-digit short id a prompt or tool result showed.
         entry: String,
     },
     /// Retrieve memories for a turn through the one retrieval service (prints scores and reasons).
@@ -81,7 +81,7 @@ enum Command {
     /// Explain an entry's eligibility in a conversation (`explain ENTRY --conversation C`), or an
     /// audited search (`explain EVENT --event`).
     Explain {
-        /// Entry id, or retrieval event id with --event.
+        /// Entry id (full, or the 12-digit short id a prompt showed), or retrieval event id with --event.
         id: String,
         /// Conversation id or external channel id (required for an entry).
         #[arg(long)]
@@ -447,8 +447,11 @@ async fn run(cli: Cli) -> Result<()> {
             .await
         }
         Command::Show { entry } => {
-            let entry: EntryId = entry.parse()?;
-            with_store(cli.database_url.as_deref(), |store| async move { show(&store, entry, cli.json).await }).await
+            with_store(cli.database_url.as_deref(), |store| async move {
+                let entry = store.find_entry(&entry).await?;
+                show(&store, entry, cli.json).await
+            })
+            .await
         }
     }
 }
@@ -909,7 +912,7 @@ async fn explain(
         }
         return Ok(());
     }
-    let entry: EntryId = id.parse()?;
+    let entry = store.find_entry(id).await?;
     let conversation = conversation.context("--conversation is required to explain an entry")?;
     let owner = store.entry_owner(entry).await?.with_context(|| format!("no entry {entry}"))?;
     let agent = match agent {

@@ -637,7 +637,7 @@ impl Retriever {
             let batch: Vec<(Candidate, Components)> = remaining
                 .by_ref()
                 .filter(|(c, _)| {
-                    let floor = packing::entry_cost_floor(c.row.entry_id, c.row.revision_id, overhead, &*self.tokens);
+                    let floor = packing::entry_cost_floor(c.row.entry_id, overhead, &*self.tokens);
                     packer.worth_reading(floor)
                 })
                 .take(batch_size)

@@ -8,11 +8,12 @@
 //! each cover at least one byte, and a SentencePiece model with byte fallback emits at most one
 //! token per byte for any character it does not know. So `tokens <= bytes` whatever the text —
 //! ids, digits and non-Latin scripts included — at the price of over-counting plain English by
-//! roughly 3-4x. Model-specific tokenization is future work.
+//! roughly 3-4x. With a model tokenizer configured, the same representations are counted in its
+//! tokens instead ([`super::tokens`]).
 
 use serde::{Deserialize, Serialize};
 
-use super::render::{prompt_line, recall_item_json, RecallItem};
+use super::render::{memory_line_skeleton, prompt_line, recall_item_json};
 use super::tokens::{CostBound, TokenCounter};
 use super::Selection;
 use crate::ids::{EntryId, RevisionId};
@@ -31,31 +32,18 @@ pub fn entry_cost(selection: &Selection, attribution_overhead: u32, counter: &dy
     prompt.max(recall).saturating_add(attribution_overhead)
 }
 
-/// A lower bound on [`entry_cost`] known before the entry is read: the recall JSON of the entry
-/// with its ids and the shortest rendering of everything else (empty body, no subject or source,
-/// an empty place, not always-on), plus the overhead. Every real rendering only adds characters,
+/// A lower bound on [`entry_cost`] known before the entry is read: the recall JSON of the entry's
+/// line with its id and the shortest rendering of everything else (empty body, labels and place,
+/// a one-digit revision, not always-on), plus the overhead. Every real rendering only adds characters,
 /// so an entry whose floor exceeds what is left of the allowance cannot fit, and packing need not
 /// read it. Only the byte bound grows with every added character; under a model tokenizer the
 /// floor is the overhead alone.
-pub fn entry_cost_floor(
-    entry: EntryId,
-    revision: RevisionId,
-    attribution_overhead: u32,
-    counter: &dyn TokenCounter,
-) -> u32 {
+pub fn entry_cost_floor(entry: EntryId, attribution_overhead: u32, counter: &dyn TokenCounter) -> u32 {
     if counter.bound() != CostBound::Bytes {
         return attribution_overhead;
     }
-    let shortest = RecallItem {
-        entry_id: entry,
-        revision_id: revision,
-        body: "",
-        about: None,
-        told_by: None,
-        learned_in: "",
-        always_on: false,
-    };
-    let json = serde_json::to_string(&shortest).expect("recall items serialize");
+    let skeleton = memory_line_skeleton(entry);
+    let json = serde_json::to_string(&skeleton).expect("strings serialize");
     token_upper_bound(&json).saturating_add(attribution_overhead)
 }
 
@@ -222,10 +210,12 @@ mod tests {
         for audit_only in ["score", "components", "reason", "rank", "rrf"] {
             assert!(!json.contains(audit_only), "{audit_only} reached the model's JSON: {json}");
         }
-        // Two stable ids (36 bytes each) are most of what is left: 247 under the byte bound,
-        // where the ranking data made it 745-830.
-        assert!(s.cost_tokens < 250, "a one-line memory costs {} of the allowance: {json}", s.cost_tokens);
-        assert!(4096 / s.cost_tokens >= 16, "at least 16 such memories fit the default allowance");
+        // One line with the short entry id: 139 under the byte bound, where two full UUIDs made
+        // it 247 and the ranking data 745-830.
+        assert!(s.cost_tokens < 200, "a one-line memory costs {} of the allowance: {json}", s.cost_tokens);
+        assert!(4096 / s.cost_tokens >= 20, "at least 20 such memories fit the default allowance");
+        assert!(!json.contains(&s.entry_id.to_string()), "the full id is not what the model pays for");
+        assert!(json.contains(&format!("[{} rev 1]", s.entry_id.short())), "{json}");
     }
 
     #[test]
@@ -252,7 +242,7 @@ mod tests {
         s.components = components.clone();
         s.score = components.total();
         s.reason = components.reason();
-        let floor = entry_cost_floor(s.entry_id, s.revision_id, 16, &crate::retrieval::tokens::ByteBound);
+        let floor = entry_cost_floor(s.entry_id, 16, &crate::retrieval::tokens::ByteBound);
         let actor =
             |label: &str| crate::retrieval::ActorRef { id: crate::ids::ActorId::generate(), label: label.into() };
         let conversation = crate::ids::ConversationId::generate();
@@ -276,7 +266,7 @@ mod tests {
                 }
             }
         }
-        assert!(floor > 16 + 72, "the floor counts at least both ids");
+        assert!(floor >= 16 + 12, "the floor counts at least the short id");
     }
 
     #[test]

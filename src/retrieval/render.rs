@@ -3,26 +3,53 @@
 //! at assembly time (`Victor (id U123)`), never from memory bodies, so a rename changes rendering
 //! without rewriting history, and two people named alike stay distinct by id.
 
-use serde::Serialize;
-
 use super::{Provenance, Selection};
-use crate::ids::{EntryId, RevisionId};
+use crate::ids::EntryId;
 
 /// The fixed header of the prompt section. Outside the entry allowance (see the spec).
-pub const PROMPT_SECTION_HEADER: &str = "Memories relevant to this turn. \"About\" names who a memory concerns, \
+pub const PROMPT_SECTION_HEADER: &str = "Memories relevant to this turn, one per line: [entry id rev N] then \
+who the memory is about, who told it, where it was learned, and the memory. amend, forget and \
+request_memory_sharing take that entry id and revision number. \"About\" names who a memory concerns, \
 \"told by\" who supplied it; labels are current identities (name and stable id). A memory about someone \
 other than the current speaker is about that person, not the speaker.";
 
-/// One prompt line: ids (for amend/forget), subject, source, where it was learned, then the body.
-pub fn prompt_line(selection: &Selection) -> String {
+/// One memory as the model reads it, in the prompt section and in recall results alike:
+/// `[5c06e1f2a9b3 rev 2] About Victor (id U123), told by Victor (id U123) in this conversation:
+/// Insists on tabs over spaces.` The bracket holds what amend, forget and sharing need (the
+/// short entry id and the revision number), then subject, source and place (visibility-safe),
+/// then the body. Scores, components and reasons are audit data: they stay in
+/// `memory_retrieval_events`, `explain`, `--json` of a search and the console, and cost the
+/// prompt allowance nothing.
+///
+/// Why a line and not a JSON object per memory: the object's keys and quotes cost a model's
+/// tokenizer more than the memory itself (about 75 tokens against 45 for the line with
+/// MiniLM's), and the line says the same things.
+pub fn memory_line(selection: &Selection) -> String {
     let about = selection.subject.as_ref().map_or_else(|| "an unresolved subject".to_owned(), |s| s.label.clone());
     let told_by = selection.source.as_ref().map_or_else(|| "the system".to_owned(), |s| s.label.clone());
     let place = learned_in(&selection.provenance);
-    let always_on = if selection.always_on { " (always-on)" } else { "" };
+    let always_on = if selection.always_on { ", always-on" } else { "" };
     format!(
-        "- [entry {}, rev {}{}] About {}, told by {} in {}: {}",
-        selection.entry_id, selection.revision_number, always_on, about, told_by, place, selection.body
+        "[{} rev {}{}] About {}, told by {} in {}: {}",
+        selection.entry_id.short(),
+        selection.revision_number,
+        always_on,
+        about,
+        told_by,
+        place,
+        selection.body
     )
+}
+
+/// The least any [`memory_line`] of `entry` can be: the line with every label, place and body
+/// empty and a one-digit revision number. Packing uses it as a floor before reading the entry.
+pub fn memory_line_skeleton(entry: EntryId) -> String {
+    format!("[{} rev 0] About , told by  in : ", entry.short())
+}
+
+/// One prompt line: the [`memory_line`] as a list item.
+pub fn prompt_line(selection: &Selection) -> String {
+    format!("- {}", memory_line(selection))
 }
 
 /// The whole prompt section: header and one line per selection, in rank order. Empty when
@@ -39,31 +66,13 @@ pub fn prompt_section(selections: &[Selection]) -> String {
     out
 }
 
-/// The recall tool's view of one selection, as the model receives it: what it needs to use,
-/// amend, forget or share the memory, and nothing of how it was ranked. Scores, components and
-/// reasons are audit data: they stay in `memory_retrieval_events`, `explain`, `--json` of a
-/// search and the console, and cost the prompt allowance nothing. Subject and source are current
-/// identity labels, which carry a stable id (`Victor (id U123)`), as in the prompt line.
-#[derive(Debug, Serialize)]
-pub struct RecallItem<'a> {
-    /// Stable entry id (what amend and forget target).
-    pub entry_id: EntryId,
-    /// The current revision id (amend's `expected_revision_id`, request_memory_sharing's
-    /// `revision_id`).
-    pub revision_id: RevisionId,
-    /// The memory text.
-    pub body: &'a str,
-    /// Who it is about (absent: not resolved).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub about: Option<&'a str>,
-    /// Who supplied it (absent: the system).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub told_by: Option<&'a str>,
-    /// Where it was learned, as far as this audience may know.
-    pub learned_in: &'a str,
-    /// Present (and true) only for always-on memories.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub always_on: bool,
+/// Reads the entry reference and revision number back out of a [`memory_line`] (or a prompt
+/// line): what a scripted model, a test or a host program does with a recall result.
+pub fn line_reference(line: &str) -> Option<(&str, u32)> {
+    let inner = line.trim_start_matches("- ").strip_prefix('[')?.split(']').next()?;
+    let (entry, rest) = inner.split_once(" rev ")?;
+    let number = rest.split(',').next()?.trim().parse().ok()?;
+    Some((entry, number))
 }
 
 /// Where a memory was learned, in words this audience may be told (the prompt line's wording).
@@ -76,29 +85,17 @@ pub fn learned_in(provenance: &Provenance) -> &str {
     }
 }
 
-impl<'a> From<&'a Selection> for RecallItem<'a> {
-    fn from(s: &'a Selection) -> Self {
-        RecallItem {
-            entry_id: s.entry_id,
-            revision_id: s.revision_id,
-            body: &s.body,
-            about: s.subject.as_ref().map(|a| a.label.as_str()),
-            told_by: s.source.as_ref().map(|a| a.label.as_str()),
-            learned_in: learned_in(&s.provenance),
-            always_on: s.always_on,
-        }
-    }
-}
-
-/// One selection as compact recall JSON text (what packing measures).
+/// One selection as recall JSON text (what packing measures): the [`memory_line`] as a JSON
+/// string.
 pub fn recall_item_json(selection: &Selection) -> String {
-    serde_json::to_string(&RecallItem::from(selection)).expect("recall items serialize")
+    serde_json::to_string(&memory_line(selection)).expect("strings serialize")
 }
 
-/// The recall tool result: the selected memories only. Withheld counts and degradation details
-/// stay in the audit and operator views; they are not for the model.
+/// The recall tool result: the selected memories, one [`memory_line`] each, in rank order.
+/// Withheld counts and degradation details stay in the audit and operator views; they are not
+/// for the model.
 pub fn recall_json(selections: &[Selection]) -> serde_json::Value {
     serde_json::json!({
-        "memories": selections.iter().map(RecallItem::from).collect::<Vec<_>>(),
+        "memories": selections.iter().map(memory_line).collect::<Vec<_>>(),
     })
 }

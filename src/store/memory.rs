@@ -10,7 +10,7 @@ use super::lineage::{
     names_retrieved_revisions, MessageSourceColumns, PlannedSource, SourceRef,
 };
 use super::{Store, StoreError};
-use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RevisionId, SourceId};
+use crate::ids::{ActorId, AgentId, ConversationId, EntryId, EntryReference, RevisionId, SourceId};
 
 /// The longest memory body accepted, in characters. Memories are single facts, not documents;
 /// the limit keeps any one entry well inside the default 4096-token retrieval allowance.
@@ -485,6 +485,96 @@ impl Store {
             subject_changed: false,
         }))
     }
+
+    /// The live entries of `agent` a tool call's reference may name, with their current
+    /// revisions: the entry with that full id, or every entry whose id ends in that short id
+    /// (at most [`MAX_REFERENCE_MATCHES`]). Forgotten entries are left out, so they answer like
+    /// unknown ones. The caller decides which of them the asker may see: eligibility is not
+    /// this table's rule, and a reference must resolve only among eligible entries so that no
+    /// answer tells of a memory the asker cannot see.
+    pub async fn current_revisions_by_reference(
+        &self,
+        agent: AgentId,
+        reference: &EntryReference,
+    ) -> Result<Vec<CurrentRevision>, StoreError> {
+        // One statement per form, so that each is planned on its own index (the primary key, or
+        // memory_entries_short_id) rather than as an OR the planner may scan the agent for.
+        macro_rules! live_entries_of_agent {
+            () => {
+                "SELECT e.id, e.current_revision_id, r.revision_number
+                   FROM memory_entries e JOIN memory_entry_revisions r ON r.id = e.current_revision_id
+                  WHERE e.runtime_agent_id = $1 AND e.state = 'live'"
+            };
+        }
+        let rows: Vec<(EntryId, RevisionId, i32)> = match reference {
+            EntryReference::Full(entry) => {
+                sqlx::query_as(concat!(live_entries_of_agent!(), " AND e.id = $2"))
+                    .bind(agent)
+                    .bind(entry)
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+            EntryReference::Short(short) => {
+                sqlx::query_as(concat!(
+                    live_entries_of_agent!(),
+                    " AND right(e.id::text, 12) = $2 ORDER BY e.id LIMIT $3"
+                ))
+                .bind(agent)
+                .bind(short.as_str())
+                .bind(MAX_REFERENCE_MATCHES)
+                .fetch_all(&self.pool)
+                .await?
+            }
+        };
+        Ok(rows.into_iter().map(|(entry, revision, number)| CurrentRevision { entry, revision, number }).collect())
+    }
+
+    /// The entry an operator names by its full id or by the short id a prompt or tool result
+    /// showed (`show`, `explain`): operators may read every agent's memory, so the short id is
+    /// looked up across agents, and a short id two entries share is refused as ambiguous rather
+    /// than guessed.
+    pub async fn find_entry(&self, text: &str) -> Result<EntryId, StoreError> {
+        let reference: EntryReference =
+            text.parse().map_err(|e: crate::ids::MalformedId| StoreError::invalid("entry", e.to_string()))?;
+        let short = match reference {
+            EntryReference::Full(entry) => return Ok(entry),
+            EntryReference::Short(short) => short,
+        };
+        let found: Vec<EntryId> =
+            sqlx::query_scalar("SELECT id FROM memory_entries WHERE right(id::text, 12) = $1 LIMIT 2")
+                .bind(short.as_str())
+                .fetch_all(&self.pool)
+                .await?;
+        match found.as_slice() {
+            [one] => Ok(*one),
+            [] => Err(StoreError::invalid("entry", format!("no entry id ends in {short}"))),
+            _ => Err(StoreError::invalid("entry", format!("more than one entry id ends in {short}; give the full id"))),
+        }
+    }
+
+    /// The id of revision `number` of `entry` (what a model names as "rev N"), if it exists.
+    pub async fn revision_by_number(&self, entry: EntryId, number: i32) -> Result<Option<RevisionId>, StoreError> {
+        Ok(sqlx::query_scalar("SELECT id FROM memory_entry_revisions WHERE entry_id = $1 AND revision_number = $2")
+            .bind(entry)
+            .bind(number)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+}
+
+/// The most entries one short id is resolved to (a short id shared by two entries is about one
+/// chance in 2^48 per pair; the bound only keeps a pathological table from being read whole).
+pub const MAX_REFERENCE_MATCHES: i64 = 8;
+
+/// A live entry and its current revision, as a tool reference resolved them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CurrentRevision {
+    /// The entry.
+    pub entry: EntryId,
+    /// Its current revision.
+    pub revision: RevisionId,
+    /// That revision's number (what models see as "rev N").
+    pub number: i32,
 }
 
 /// Maps a foreign-key violation of a new entry or revision to the typed error naming the

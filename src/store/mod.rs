@@ -37,8 +37,8 @@ pub use history::{EntryHistory, EvidenceView, RevisionView, SourceView};
 pub use identity::{ActorKind, ActorSummary};
 pub use lineage::{SourceKind, SourceRef};
 pub use memory::{
-    Amendment, CommittedWrite, EntryState, NewMemory, NothingChanged, NothingChangedReason, Restriction, SubjectUpdate,
-    WriteOperation, WriteOutcome, MAX_BODY_CHARS,
+    Amendment, CommittedWrite, CurrentRevision, EntryState, NewMemory, NothingChanged, NothingChangedReason,
+    Restriction, SubjectUpdate, WriteOperation, WriteOutcome, MAX_BODY_CHARS, MAX_REFERENCE_MATCHES,
 };
 pub use operators::{
     connect_as, create_console_role, operator_login_roles, operator_rights, scram_verifier, validate_role_name,

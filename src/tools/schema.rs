@@ -7,6 +7,12 @@ use serde_json::{json, Value};
 use super::validate::{DEFAULT_RECALL_LIMIT, MAX_QUERY_CHARS, MAX_RATIONALE_CHARS, MAX_RECALL_LIMIT};
 use crate::store::MAX_BODY_CHARS;
 
+/// An entry id as tools take it: the 12 hex digits recall shows (a full UUID is accepted too).
+fn entry_id_schema() -> Value {
+    json!({"type": "string", "minLength": 12, "maxLength": 36,
+           "description": "The entry id recall showed (12 hex digits, e.g. 5c06e1f2a9b3)."})
+}
+
 /// The tool names, in the order they are offered.
 pub fn tool_names() -> [&'static str; 5] {
     ["remember", "recall", "amend", "forget", "request_memory_sharing"]
@@ -48,8 +54,9 @@ pub fn tool_definitions() -> Vec<Value> {
         ),
         function(
             "recall",
-            "Search durable memory. Returns memories with their stable entry_id and revision_id (needed by \
-             amend and forget), who each is about, who told it and where it was learned. An empty query \
+            "Search durable memory. Returns one line per memory: `[entry_id rev N] About <who it is about>, \
+             told by <who supplied it> in <where it was learned>: <the memory>`. The entry id (12 hex digits) \
+             and revision number are what amend, forget and request_memory_sharing take. An empty query \
              returns the most relevant memories for this conversation.",
             json!({
                 "query": {"type": "string", "maxLength": MAX_QUERY_CHARS},
@@ -59,36 +66,38 @@ pub fn tool_definitions() -> Vec<Value> {
         ),
         function(
             "amend",
-            "Correct an existing memory by adding a new revision. Requires the entry_id and the \
-             revision_id you obtained from recall (the amend fails if the memory changed since). Give a \
+            "Correct an existing memory by adding a new revision. Requires the entry id and the \
+             revision number you obtained from recall (the amend fails if the memory changed since). Give a \
              new body, a new subject, or both.",
             json!({
-                "entry_id": {"type": "string", "format": "uuid"},
-                "expected_revision_id": {"type": "string", "format": "uuid"},
+                "entry_id": entry_id_schema(),
+                "expected_revision": {"type": "integer", "minimum": 1,
+                                      "description": "The revision number recall showed (rev N)."},
                 "body": {"type": "string", "minLength": 1, "maxLength": MAX_BODY_CHARS},
                 "subject": {"type": ["string", "null"], "maxLength": 200,
                             "description": "New subject (connector user id or actor id); null marks it unresolved; omit to keep it."},
             }),
-            &["entry_id", "expected_revision_id"],
+            &["entry_id", "expected_revision"],
         ),
         function(
             "forget",
             "Retire a memory entry so it is no longer recalled. Its history is kept for audit.",
-            json!({"entry_id": {"type": "string", "format": "uuid"}}),
+            json!({"entry_id": entry_id_schema()}),
             &["entry_id"],
         ),
         function(
             "request_memory_sharing",
-            "Propose releasing ONE memory revision to a wider audience. Only available in a private direct \
+            "Propose releasing ONE memory revision (the entry's current one) to a wider audience. Only available in a private direct \
              conversation. It creates a pending request; only the memory's source person or an operator can \
              approve it. It never shares anything by itself.",
             json!({
-                "revision_id": {"type": "string", "format": "uuid"},
+                "entry_id": entry_id_schema(),
+                "revision": {"type": "integer", "minimum": 1, "description": "The revision number recall showed (rev N)."},
                 "rationale": {"type": "string", "minLength": 1, "maxLength": MAX_RATIONALE_CHARS},
                 "target_conversation": {"type": "string", "maxLength": 200,
                                         "description": "The conversation (id or channel id) whose members would receive it."},
             }),
-            &["revision_id", "rationale", "target_conversation"],
+            &["entry_id", "revision", "rationale", "target_conversation"],
         ),
     ]
 }

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::ids::{EntryId, RevisionId};
+use crate::ids::EntryReference;
 use crate::store::MAX_BODY_CHARS;
 
 /// Default number of memories a `recall` returns.
@@ -130,10 +130,10 @@ pub struct RecallArgs {
 /// `amend` arguments.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AmendArgs {
-    /// Entry to amend.
-    pub entry_id: EntryId,
-    /// The revision the model read.
-    pub expected_revision_id: RevisionId,
+    /// Entry to amend (short id from recall, or a full id).
+    pub entry: EntryReference,
+    /// The revision number the model read (the amend fails if the entry moved on since).
+    pub expected_revision: i32,
     /// New body, if any.
     pub body: Option<String>,
     /// Subject change.
@@ -143,15 +143,17 @@ pub struct AmendArgs {
 /// `forget` arguments.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForgetArgs {
-    /// Entry to retire.
-    pub entry_id: EntryId,
+    /// Entry to retire (short id from recall, or a full id).
+    pub entry: EntryReference,
 }
 
 /// `request_memory_sharing` arguments.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SharingArgs {
-    /// The one revision to release.
-    pub revision_id: RevisionId,
+    /// The entry whose revision is to be released (short id from recall, or a full id).
+    pub entry: EntryReference,
+    /// The one revision to release, by number (it must be the entry's current one).
+    pub revision: i32,
     /// Why (shown to the approver).
     pub rationale: String,
     /// Conversation id or external channel id whose members would receive it.
@@ -255,9 +257,21 @@ impl Args {
         Ok(Some(text.trim().to_owned()))
     }
 
-    fn id<T: std::str::FromStr>(&self, field: &str) -> Result<T, ToolError> {
+    fn entry(&self, field: &str) -> Result<EntryReference, ToolError> {
         let text = self.required_text(field, 100)?;
-        text.parse().map_err(|_| self.invalid(field, "must be a UUID exactly as returned by recall"))
+        text.parse().map_err(|_| self.invalid(field, "must be an entry id exactly as recall shows it (12 hex digits)"))
+    }
+
+    fn revision_number(&self, field: &str) -> Result<i32, ToolError> {
+        let invalid = || self.invalid(field, "must be a revision number (a positive integer) as recall shows it");
+        match self.map.get(field) {
+            None | Some(Value::Null) => Err(self.missing(field)),
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(v) if v >= 1 => i32::try_from(v).map_err(|_| invalid()),
+                _ => Err(invalid()),
+            },
+            Some(_) => Err(invalid()),
+        }
     }
 
     fn bool(&self, field: &str) -> Result<bool, ToolError> {
@@ -300,7 +314,7 @@ pub fn validate_call(call: &ToolCall) -> Result<ToolInvocation, ToolError> {
             }))
         }
         "amend" => {
-            let args = Args::parse("amend", &call.arguments, &["entry_id", "expected_revision_id", "body", "subject"])?;
+            let args = Args::parse("amend", &call.arguments, &["entry_id", "expected_revision", "body", "subject"])?;
             let body = match args.optional_string("body", MAX_BODY_CHARS)? {
                 Some(b) if b.trim().is_empty() => return Err(args.invalid("body", "must not be empty")),
                 other => other,
@@ -314,24 +328,25 @@ pub fn validate_call(call: &ToolCall) -> Result<ToolInvocation, ToolError> {
                 return Err(args.invalid("body", "an amendment needs a new body, a subject change, or both"));
             }
             Ok(ToolInvocation::Amend(AmendArgs {
-                entry_id: args.id("entry_id")?,
-                expected_revision_id: args.id("expected_revision_id")?,
+                entry: args.entry("entry_id")?,
+                expected_revision: args.revision_number("expected_revision")?,
                 body,
                 subject,
             }))
         }
         "forget" => {
             let args = Args::parse("forget", &call.arguments, &["entry_id"])?;
-            Ok(ToolInvocation::Forget(ForgetArgs { entry_id: args.id("entry_id")? }))
+            Ok(ToolInvocation::Forget(ForgetArgs { entry: args.entry("entry_id")? }))
         }
         "request_memory_sharing" => {
             let args = Args::parse(
                 "request_memory_sharing",
                 &call.arguments,
-                &["revision_id", "rationale", "target_conversation"],
+                &["entry_id", "revision", "rationale", "target_conversation"],
             )?;
             Ok(ToolInvocation::RequestMemorySharing(SharingArgs {
-                revision_id: args.id("revision_id")?,
+                entry: args.entry("entry_id")?,
+                revision: args.revision_number("revision")?,
                 rationale: args.required_text("rationale", MAX_RATIONALE_CHARS)?,
                 target_conversation: args.required_text("target_conversation", MAX_REFERENCE_CHARS)?.trim().to_owned(),
             }))
@@ -380,20 +395,25 @@ mod tests {
             validate_call(&call("recall", r#"{"query": "", "limit": 99}"#)),
             Err(ToolError::InvalidField { .. })
         ));
-        let id = uuid::Uuid::now_v7();
-        let no_change = format!(r#"{{"entry_id": "{id}", "expected_revision_id": "{id}"}}"#);
-        assert!(matches!(validate_call(&call("amend", &no_change)), Err(ToolError::InvalidField { .. })));
+        let no_change = r#"{"entry_id": "5c06e1f2a9b3", "expected_revision": 1}"#;
+        assert!(matches!(validate_call(&call("amend", no_change)), Err(ToolError::InvalidField { .. })));
     }
 
     #[test]
     fn amend_subject_null_clears_and_absent_keeps() {
         let id = uuid::Uuid::now_v7();
-        let clear = format!(r#"{{"entry_id": "{id}", "expected_revision_id": "{id}", "subject": null}}"#);
+        let clear = format!(r#"{{"entry_id": "{id}", "expected_revision": 1, "subject": null}}"#);
         let ToolInvocation::Amend(a) = validate_call(&call("amend", &clear)).unwrap() else { panic!() };
         assert_eq!(a.subject, SubjectArg::Clear);
-        let body = format!(r#"{{"entry_id": "{id}", "expected_revision_id": "{id}", "body": "b"}}"#);
-        let ToolInvocation::Amend(a) = validate_call(&call("amend", &body)).unwrap() else { panic!() };
+        let body = r#"{"entry_id": "5C06E1F2A9B3", "expected_revision": 2, "body": "b"}"#;
+        let ToolInvocation::Amend(a) = validate_call(&call("amend", body)).unwrap() else { panic!() };
         assert_eq!(a.subject, SubjectArg::Keep);
+        assert_eq!(a.entry, "5c06e1f2a9b3".parse().unwrap());
+        assert_eq!(a.expected_revision, 2);
+        for bad in [r#""2""#, "0", "-1", "1.5", "null"] {
+            let args = format!(r#"{{"entry_id": "5c06e1f2a9b3", "expected_revision": {bad}, "body": "b"}}"#);
+            assert!(validate_call(&call("amend", &args)).is_err(), "expected_revision {bad}");
+        }
     }
 
     #[test]

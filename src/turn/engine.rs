@@ -13,12 +13,12 @@ use super::ledger::{CommittedSharingRequest, Ledger};
 use super::model::{ChatMessage, ChatModel, ChatRequest};
 use super::record::{persist, NewTurnRecord};
 use super::{TurnError, TurnId};
-use crate::ids::{ActorId, ConversationId, EntryId, MessageId, RetrievalEventId, RevisionId};
+use crate::ids::{ActorId, ConversationId, EntryId, EntryReference, MessageId, RetrievalEventId, RevisionId};
 use crate::privacy::sharing::{self, NewSharingRequest};
 use crate::privacy::{recheck_delivery, revision_verdicts, DeliveryRecheck, EligibilityContext};
 use crate::retrieval::{RetrievalMode, Retriever, SearchOutcome, SearchRequest, MAX_QUERY_CHARS};
 use crate::store::{
-    Amendment, Direction, NewMemory, NewMessage, NothingChanged, NothingChangedReason, Restriction, SourceRef, Store,
+    Amendment, CurrentRevision, Direction, NewMemory, NewMessage, NothingChangedReason, Restriction, SourceRef, Store,
     StoreError, SubjectUpdate, Topology, WriteOutcome,
 };
 use crate::tools::{tool_definitions, validate_call, SubjectArg, ToolCall, ToolError, ToolInvocation};
@@ -31,8 +31,8 @@ pub const DEFAULT_MAX_CALLS_PER_ROUND: usize = 8;
 
 /// The default standing instructions.
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful assistant with durable memory. Use remember to store a \
-new fact (it only ever creates a new entry), recall to look memories up (it returns the entry_id and revision_id \
-that amend and forget need), amend to correct an existing memory, forget to retire one, and \
+new fact (it only ever creates a new entry), recall to look memories up (each line starts with the entry id and \
+revision number that amend and forget need), amend to correct an existing memory, forget to retire one, and \
 request_memory_sharing to propose releasing a private memory (only in a direct conversation; it never shares \
 by itself). Describe only what the committed ledger says happened.";
 
@@ -241,9 +241,20 @@ pub struct HostedCall {
 enum Resolved {
     Remember { body: String, subject: Option<ActorId>, always_on: bool },
     Recall { query: String, limit: u32 },
-    Amend { entry: EntryId, expected: RevisionId, body: Option<String>, subject: SubjectUpdate },
-    Forget { entry: EntryId },
-    Share { revision: RevisionId, rationale: String, target: ConversationId },
+    Amend { entry: EntryReference, expected: i32, body: Option<String>, subject: SubjectUpdate },
+    Forget { entry: EntryReference },
+    Share { entry: EntryId, revision: RevisionId, number: i32, rationale: String, target: ConversationId },
+}
+
+/// What an entry reference names for the speaker of a turn, decided at the moment it is used.
+enum VisibleEntry {
+    /// Exactly one eligible entry: it, with its current revision.
+    One(CurrentRevision),
+    /// Nothing this speaker may see here (another audience's entry, a forgotten one, or none at
+    /// all: answered alike).
+    Unknown,
+    /// Several eligible entries share the short id (about one chance in 2^48 per pair).
+    Ambiguous,
 }
 
 /// The engine: one store, one retrieval service, one model.
@@ -605,13 +616,13 @@ impl TurnEngine {
                     },
                 };
                 Ok(Resolved::Amend {
-                    entry: a.entry_id,
-                    expected: a.expected_revision_id,
+                    entry: a.entry.clone(),
+                    expected: a.expected_revision,
                     body: a.body.clone(),
                     subject,
                 })
             }
-            ToolInvocation::Forget(a) => Ok(Resolved::Forget { entry: a.entry_id }),
+            ToolInvocation::Forget(a) => Ok(Resolved::Forget { entry: a.entry.clone() }),
             ToolInvocation::RequestMemorySharing(a) => self.resolve_sharing(ctx, a).await?,
         })
     }
@@ -638,11 +649,17 @@ impl TurnEngine {
             }
             Err(e) => return Err(e.into()),
         };
-        // Only a revision the speaker may see here can be proposed for release.
-        if !self.eligible_here(ctx, a.revision_id).await? {
-            return not_allowed("that revision is not a current memory available in this conversation");
+        // Only the current revision of an entry the speaker may see here can be proposed for release.
+        match self.visible_entry(ctx, &a.entry).await? {
+            VisibleEntry::One(current) if current.number == a.revision => Ok(Ok(Resolved::Share {
+                entry: current.entry,
+                revision: current.revision,
+                number: current.number,
+                rationale: a.rationale.clone(),
+                target,
+            })),
+            _ => not_allowed("that revision is not a current memory available in this conversation"),
         }
-        Ok(Ok(Resolved::Share { revision: a.revision_id, rationale: a.rationale.clone(), target }))
     }
 
     async fn resolve_actor(
@@ -666,28 +683,29 @@ impl TurnEngine {
         }))
     }
 
-    async fn eligible_here(&self, ctx: &TurnContext, revision: RevisionId) -> Result<bool, TurnError> {
+    /// What `reference` names for this turn's speaker: the live entries it matches
+    /// ([`Store::current_revisions_by_reference`]) whose current revision is eligible in this
+    /// conversation. Everything else (an entry of another audience, a forgotten one, one that never
+    /// existed) is answered alike, as unknown, so no tool result reveals that a memory this
+    /// audience may not see exists; and a short id is ambiguous only among eligible entries.
+    async fn visible_entry(&self, ctx: &TurnContext, reference: &EntryReference) -> Result<VisibleEntry, TurnError> {
+        let matches = self.store.current_revisions_by_reference(ctx.agent, reference).await?;
+        if matches.is_empty() {
+            return Ok(VisibleEntry::Unknown);
+        }
         let context =
             EligibilityContext::resolve_for_speaker(&self.store, ctx.agent, ctx.conversation, Some(ctx.sender)).await?;
-        let verdicts = revision_verdicts(self.store.pool(), &context, &[revision]).await?;
-        Ok(verdicts.first().is_some_and(|v| v.rule.is_eligible()))
-    }
-
-    /// Whether amend/forget may touch `entry` from here: only when its current revision is
-    /// eligible in this conversation for this speaker. Anything else (an entry of another
-    /// audience, a forgotten one, one that never existed) is answered alike, as an unknown
-    /// entry, so no tool result reveals that a memory this audience may not see exists.
-    async fn entry_visible_here(&self, ctx: &TurnContext, entry: EntryId) -> Result<bool, TurnError> {
-        let current: Option<(RevisionId,)> =
-            sqlx::query_as("SELECT current_revision_id FROM memory_entries WHERE id = $1 AND runtime_agent_id = $2")
-                .bind(entry)
-                .bind(ctx.agent)
-                .fetch_optional(self.store.pool())
-                .await?;
-        match current {
-            Some((revision,)) => self.eligible_here(ctx, revision).await,
-            None => Ok(false),
-        }
+        let revisions: Vec<RevisionId> = matches.iter().map(|m| m.revision).collect();
+        let verdicts = revision_verdicts(self.store.pool(), &context, &revisions).await?;
+        let eligible: Vec<CurrentRevision> = matches
+            .into_iter()
+            .filter(|m| verdicts.iter().any(|v| v.revision_id == m.revision && v.rule.is_eligible()))
+            .collect();
+        Ok(match eligible.as_slice() {
+            [] => VisibleEntry::Unknown,
+            [one] => VisibleEntry::One(*one),
+            _ => VisibleEntry::Ambiguous,
+        })
     }
 
     /// Lineage of a write in this turn: the inbound message, every loaded history message and
@@ -739,13 +757,15 @@ impl TurnEngine {
                 result["status"] = json!("ok");
                 ("ok", result)
             }
-            Resolved::Amend { entry, expected, body, subject } => match self.entry_visible_here(ctx, entry).await? {
-                false => nothing_changed_json(entry, NothingChangedReason::UnknownEntry),
-                true => {
+            Resolved::Amend { entry, expected, body, subject } => match self.visible_entry(ctx, &entry).await? {
+                VisibleEntry::Unknown => nothing_changed_json(&entry.shown(), NothingChangedReason::UnknownEntry),
+                VisibleEntry::Ambiguous => ambiguous_reference_json(&entry),
+                VisibleEntry::One(current) if current.number != expected => stale_revision_json(current, expected),
+                VisibleEntry::One(current) => {
                     let amendment = Amendment {
                         agent: ctx.agent,
-                        entry,
-                        expected_revision: expected,
+                        entry: current.entry,
+                        expected_revision: current.revision,
                         body,
                         subject,
                         source_actor: Some(ctx.sender),
@@ -753,18 +773,21 @@ impl TurnEngine {
                     };
                     match self.store.amend_entry(amendment).await {
                         Ok(outcome) => write_outcome(outcome, state),
+                        // Another writer moved the entry on between the check above and the lock.
+                        Err(StoreError::RevisionConflict { .. }) => stale_revision_json(current, expected),
                         Err(e) => store_failure(e)?,
                     }
                 }
             },
-            Resolved::Forget { entry } => match self.entry_visible_here(ctx, entry).await? {
-                false => nothing_changed_json(entry, NothingChangedReason::UnknownEntry),
-                true => match self.store.forget_entry(ctx.agent, entry).await {
+            Resolved::Forget { entry } => match self.visible_entry(ctx, &entry).await? {
+                VisibleEntry::Unknown => nothing_changed_json(&entry.shown(), NothingChangedReason::UnknownEntry),
+                VisibleEntry::Ambiguous => ambiguous_reference_json(&entry),
+                VisibleEntry::One(current) => match self.store.forget_entry(ctx.agent, current.entry).await {
                     Ok(outcome) => write_outcome(outcome, state),
                     Err(e) => store_failure(e)?,
                 },
             },
-            Resolved::Share { revision, rationale, target } => {
+            Resolved::Share { entry, revision, number, rationale, target } => {
                 let new = NewSharingRequest {
                     agent: ctx.agent,
                     via_message: ctx.inbound,
@@ -774,15 +797,19 @@ impl TurnEngine {
                 };
                 match sharing::create_request(&self.store, new).await {
                     Ok(request_id) => {
-                        state
-                            .ledger
-                            .record_sharing_request(CommittedSharingRequest { request_id, revision_id: revision });
+                        state.ledger.record_sharing_request(CommittedSharingRequest {
+                            request_id,
+                            revision_id: revision,
+                            entry_id: Some(entry),
+                            revision_number: Some(number),
+                        });
                         (
                             "pending",
                             json!({
                                 "status": "pending",
                                 "request_id": request_id,
-                                "revision_id": revision,
+                                "entry_id": entry.short(),
+                                "revision": number,
                                 "note": "A PENDING request was created. Nothing has been shared: only the person who supplied this memory (through their own authenticated confirmation) or an operator can approve it.",
                             }),
                         )
@@ -813,28 +840,42 @@ fn reject_round(round: u32, calls: &[ToolCall], state: &mut TurnState, reason: i
         .collect()
 }
 
+/// What the model is told of a committed write: the entry as recall shows it (short id) and
+/// the resulting revision number, the two things a later amend or forget takes.
 fn committed_json(write: &crate::store::CommittedWrite) -> Value {
     json!({
         "status": "committed",
         "operation": write.operation,
-        "entry_id": write.entry_id,
-        "revision_id": write.revision_id,
-        "revision_number": write.revision_number,
+        "entry_id": write.entry_id.short(),
+        "revision": write.revision_number,
         "subject_changed": write.subject_changed,
     })
 }
 
-fn nothing_changed_json(entry: EntryId, reason: NothingChangedReason) -> (&'static str, Value) {
-    let nothing = NothingChanged { entry_id: entry, reason };
+fn nothing_changed_json(shown: &str, reason: NothingChangedReason) -> (&'static str, Value) {
     (
         "nothing_changed",
         json!({
             "status": "nothing_changed",
-            "entry_id": nothing.entry_id,
-            "reason": nothing.reason,
+            "entry_id": shown,
+            "reason": reason,
             "note": "Nothing was written. Do not say this operation happened.",
         }),
     )
+}
+
+fn stale_revision_json(current: CurrentRevision, expected: i32) -> (&'static str, Value) {
+    let error = format!(
+        "entry {} is at revision {}, not {expected}: recall it again to read the current text",
+        current.entry.short(),
+        current.number
+    );
+    ("error", json!({"status": "error", "error": error, "note": "Nothing was written."}))
+}
+
+fn ambiguous_reference_json(entry: &EntryReference) -> (&'static str, Value) {
+    let error = format!("more than one memory here has the id {}: recall it again and use the id shown", entry.shown());
+    ("error", json!({"status": "error", "error": error, "note": "Nothing was written."}))
 }
 
 fn write_outcome(outcome: WriteOutcome, state: &mut TurnState) -> (&'static str, Value) {
@@ -843,7 +884,7 @@ fn write_outcome(outcome: WriteOutcome, state: &mut TurnState) -> (&'static str,
             state.ledger.record_write(write.clone());
             ("committed", committed_json(&write))
         }
-        WriteOutcome::NothingChanged(n) => nothing_changed_json(n.entry_id, n.reason),
+        WriteOutcome::NothingChanged(n) => nothing_changed_json(n.entry_id.short().as_str(), n.reason),
     }
 }
 

@@ -15,6 +15,12 @@ pub struct CommittedSharingRequest {
     pub request_id: SharingRequestId,
     /// The revision it proposes to release.
     pub revision_id: RevisionId,
+    /// Its entry (absent in ledgers recorded before short entry ids).
+    #[serde(default)]
+    pub entry_id: Option<EntryId>,
+    /// Its revision number (absent in ledgers recorded before short entry ids).
+    #[serde(default)]
+    pub revision_number: Option<i32>,
 }
 
 /// Everything that committed in a turn, in commit order.
@@ -74,15 +80,16 @@ impl Ledger {
                 WriteOperation::Amend => "amended (body only, subject unchanged) entry".to_owned(),
                 WriteOperation::Forget => "forgot entry".to_owned(),
             };
-            text.push_str(&format!(
-                "- {what} {} -> revision {} (number {})\n",
-                w.entry_id, w.revision_id, w.revision_number
-            ));
+            text.push_str(&format!("- {what} {} -> revision {}\n", w.entry_id.short(), w.revision_number));
         }
         for r in &self.sharing_requests {
+            let revision = match (r.entry_id, r.revision_number) {
+                (Some(entry), Some(number)) => format!("entry {} revision {number}", entry.short()),
+                _ => format!("revision {}", r.revision_id),
+            };
             text.push_str(&format!(
-                "- created PENDING sharing request {} for revision {} (nothing has been shared; it awaits the source person's or an operator's approval)\n",
-                r.request_id, r.revision_id
+                "- created PENDING sharing request {} for {revision} (nothing has been shared; it awaits the source person's or an operator's approval)\n",
+                r.request_id
             ));
         }
         text.push_str("Rules for your reply:\n");

@@ -5,8 +5,8 @@
 //   node client.mjs probe <endpoint url> <bearer token or ->      (raw HTTP: prints the status code)
 //
 // Ops run in order; each is {"op": "tools"} | {"op": "call", "name", "args"} | {"op": "prompt",
-// "name", "args"}. In args, "$ENTRY" and "$REVISION" stand for the entry and revision of the
-// latest committed write seen, "$RANDOM" for a made-up id. Prints one JSON line: what the client
+// "name", "args"}. In args, "$ENTRY" stands for the entry id of the latest committed write seen
+// (as the server showed it), "$RANDOM" for a made-up id. Prints one JSON line: what the client
 // saw for every op, for tests/mcp_stdio.rs and tests/mcp_http.rs to compare with the database.
 import { randomUUID } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -57,12 +57,11 @@ const ops = JSON.parse(opsJson);
 const client = new Client({ name: "mesh-memory-test-client", version: "1.0.0" });
 await client.connect(transport);
 
-let latest = { entry_id: null, revision_id: null };
+let latest = { entry_id: null };
 const substitute = (value) => {
   if (typeof value === "string") {
     return value
       .replaceAll("$ENTRY", latest.entry_id ?? "")
-      .replaceAll("$REVISION", latest.revision_id ?? "")
       .replaceAll("$RANDOM", randomUUID());
   }
   if (Array.isArray(value)) return value.map(substitute);
@@ -87,7 +86,7 @@ for (const op of ops) {
       json = null;
     }
     if (json && json.status === "committed") {
-      latest = { entry_id: json.entry_id, revision_id: json.revision_id };
+      latest = { entry_id: json.entry_id };
     }
     seen.push({ op: "call", name: op.name, isError: result.isError === true, text, json });
   } else if (op.op === "prompt") {

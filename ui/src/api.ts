@@ -20,9 +20,14 @@ export function isSignedOut(error: unknown): boolean {
   return !!error && typeof error === "object" && (error as ConsoleError).kind === "not_signed_in";
 }
 
-/** Short, stable display of a UUID. */
+/**
+ * Short, stable display of a UUID: its last 12 hex digits, which is how models see an entry
+ * (`[5c06e1f2a9b3 rev 2] ...` in prompts and recall results), so an operator can match a prompt
+ * line to an entry by eye. (The leading digits of a version 7 id are its timestamp and barely
+ * differ between ids made close together.)
+ */
 export function shortId(id: string): string {
-  return id.length > 13 ? `${id.slice(0, 8)}…${id.slice(-4)}` : id;
+  return id.length > 13 ? `…${id.slice(-12)}` : id;
 }
 
 /** Local date-time for RFC 3339 strings. */
