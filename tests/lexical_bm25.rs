@@ -160,7 +160,7 @@ async fn statistics_follow_create_amend_and_forget() {
     assert_eq!(violin, 0, "the amended-away word no longer counts");
 
     // Folding the pending changes into the totals changes no figure.
-    sqlx::query("SELECT memory_lexical_statistics_fold()").execute(&db.pool).await.unwrap();
+    mesh_memory::store::fold_lexical_statistics(&db.pool).await.unwrap();
     let pending: i64 =
         sqlx::query_scalar("SELECT count(*) FROM lexical_statistics_pending").fetch_one(&db.pool).await.unwrap();
     assert_eq!(pending, 0, "a fold takes every pending change");
@@ -175,6 +175,53 @@ async fn statistics_follow_create_amend_and_forget() {
             .await
             .unwrap();
     assert_eq!((documents, lexemes), (1, 4), "one live memory left: play, cello, harbor, orchestra");
+}
+
+/// The store folds the pending changes itself, off the writers' transactions, once per 64
+/// committed writes of its process: a burst of remembers leaves the pending layer short again
+/// without anyone calling the fold, and the figures equal a recomputation throughout.
+#[tokio::test]
+async fn the_store_folds_pending_statistics_off_the_writers_path() {
+    let db = test_db().await;
+    let mut world = World::new(&db.store, "bm25-folding").await;
+    let ann = world.person("Ann", "U1").await;
+    let channel = world.conversation("C-FOLD", Topology::Channel, &[&ann]).await;
+    let mut rng = SplitMix::new(11);
+    for _ in 0..mesh_memory::store::lexical_statistics::FOLD_EVERY + 6 {
+        world.remember(channel, &ann, Some(ann.actor), &body(&mut rng)).await;
+    }
+    assert_lexical_statistics_match_projection(&db.pool).await;
+    let mut pending = i64::MAX;
+    for _ in 0..100 {
+        pending =
+            sqlx::query_scalar("SELECT count(*) FROM lexical_statistics_pending").fetch_one(&db.pool).await.unwrap();
+        if pending < 64 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(pending < 64, "the 64th write started a fold that took the pending rows; {pending} are left");
+    let folded: i64 = sqlx::query_scalar("SELECT coalesce(sum(documents), 0)::bigint FROM lexical_corpus_statistics")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert!(folded >= 64, "the fold moved at least the first 64 writes into the totals: {folded}");
+    assert_lexical_statistics_match_projection(&db.pool).await;
+
+    // The runtime's role runs the fold (it only moves counts between the layers) but cannot
+    // write the statistics itself.
+    let (_role, runtime) = common::login_role(&db, "mm_fold_runtime", "mesh_runtime").await;
+    world.remember(channel, &ann, Some(ann.actor), "Tends the walnut orchard.").await;
+    mesh_memory::store::fold_lexical_statistics(&runtime).await.expect("the runtime may fold");
+    let pending: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM lexical_statistics_pending").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(pending, 0);
+    let forged = sqlx::query("UPDATE lexical_term_statistics SET documents = documents + 1")
+        .execute(&runtime)
+        .await
+        .unwrap_err();
+    assert_eq!(forged.as_database_error().unwrap().code().as_deref(), Some("42501"), "permission denied");
+    assert_lexical_statistics_match_projection(&db.pool).await;
 }
 
 #[tokio::test]

@@ -389,7 +389,9 @@ impl Store {
     /// written again one create at a time, so one caller's bad reference never fails another's.
     pub async fn create_entry(&self, new: NewMemory) -> Result<CommittedWrite, StoreError> {
         let prepared = PreparedCreate::prepare(new)?;
-        self.creates.submit(&self.pool, prepared).await
+        let committed = self.creates.submit(&self.pool, prepared).await?;
+        self.wrote(1);
+        Ok(committed)
     }
 
     /// Adds a revision to a live entry, provided `expected_revision` is still current. Earlier
@@ -451,6 +453,7 @@ impl Store {
             .await?;
         enqueue_index_work(&mut tx, amendment.agent, revision, "index_revision").await?;
         tx.commit().await?;
+        self.wrote(1);
         Ok(WriteOutcome::Committed(CommittedWrite {
             operation: WriteOperation::Amend,
             entry_id: amendment.entry,
@@ -477,6 +480,7 @@ impl Store {
         .await?;
         enqueue_index_work(&mut tx, agent, current.current_revision, "retire_entry").await?;
         tx.commit().await?;
+        self.wrote(1);
         Ok(WriteOutcome::Committed(CommittedWrite {
             operation: WriteOperation::Forget,
             entry_id: entry,

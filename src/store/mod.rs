@@ -13,6 +13,7 @@ mod error;
 mod group_commit;
 mod history;
 mod identity;
+pub mod lexical_statistics;
 mod lineage;
 mod memory;
 mod operators;
@@ -35,6 +36,7 @@ pub use error::StoreError;
 pub use group_commit::GroupCommit;
 pub use history::{EntryHistory, EvidenceView, RevisionView, SourceView};
 pub use identity::{ActorKind, ActorSummary};
+pub use lexical_statistics::fold_lexical_statistics;
 pub use lineage::{SourceKind, SourceRef};
 pub use memory::{
     Amendment, CommittedWrite, CurrentRevision, EntryState, NewMemory, NothingChanged, NothingChangedReason,
@@ -51,6 +53,7 @@ pub use operators::{
 pub struct Store {
     pool: PgPool,
     creates: Arc<group_commit::CreateQueue>,
+    folder: Arc<lexical_statistics::StatisticsFolder>,
 }
 
 impl Store {
@@ -63,7 +66,17 @@ impl Store {
     /// Like [`Store::new`], with the given group-commit limits (`max_batch = 1`: one transaction
     /// per create, as the benchmark's baseline).
     pub fn with_group_commit(pool: PgPool, limits: GroupCommit) -> Self {
-        Self { pool, creates: Arc::new(group_commit::CreateQueue::new(limits)) }
+        Self {
+            pool,
+            creates: Arc::new(group_commit::CreateQueue::new(limits)),
+            folder: Arc::new(lexical_statistics::StatisticsFolder::default()),
+        }
+    }
+
+    /// Notes committed writes that may have changed the searchable projection, so that the
+    /// pending BM25 statistics are folded off the writers' path ([`lexical_statistics`]).
+    pub(crate) fn wrote(&self, count: u64) {
+        self.folder.after_commit(&self.pool, count);
     }
 
     /// The underlying pool, for the modules (retrieval, privacy) that query the same rows.
