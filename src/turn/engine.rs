@@ -689,12 +689,11 @@ impl TurnEngine {
     /// existed) is answered alike, as unknown, so no tool result reveals that a memory this
     /// audience may not see exists; and a short id is ambiguous only among eligible entries.
     async fn visible_entry(&self, ctx: &TurnContext, reference: &EntryReference) -> Result<VisibleEntry, TurnError> {
-        let matches = self.store.current_revisions_by_reference(ctx.agent, reference).await?;
-        if matches.is_empty() {
-            return Ok(VisibleEntry::Unknown);
-        }
+        // The speaker's context first, whatever the reference: a made-up id and a hidden one take
+        // the same steps (and fail alike if the speaker cannot be resolved).
         let context =
             EligibilityContext::resolve_for_speaker(&self.store, ctx.agent, ctx.conversation, Some(ctx.sender)).await?;
+        let matches = self.store.current_revisions_by_reference(ctx.agent, reference).await?;
         let revisions: Vec<RevisionId> = matches.iter().map(|m| m.revision).collect();
         let verdicts = revision_verdicts(self.store.pool(), &context, &revisions).await?;
         let eligible: Vec<CurrentRevision> = matches
