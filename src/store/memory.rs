@@ -555,15 +555,6 @@ impl Store {
             _ => Err(StoreError::invalid("entry", format!("more than one entry id ends in {short}; give the full id"))),
         }
     }
-
-    /// The id of revision `number` of `entry` (what a model names as "rev N"), if it exists.
-    pub async fn revision_by_number(&self, entry: EntryId, number: i32) -> Result<Option<RevisionId>, StoreError> {
-        Ok(sqlx::query_scalar("SELECT id FROM memory_entry_revisions WHERE entry_id = $1 AND revision_number = $2")
-            .bind(entry)
-            .bind(number)
-            .fetch_optional(&self.pool)
-            .await?)
-    }
 }
 
 /// The most entries one short id is resolved to (a short id shared by two entries is about one
