@@ -1,6 +1,6 @@
 //! Folding the BM25 statistics off the writers' path (tables `lexical_statistics_pending`,
-//! `lexical_term_statistics`, `lexical_corpus_statistics`; migrations `20261204100000` and
-//! `20261205180000`).
+//! `lexical_term_statistics`, `lexical_corpus_statistics`; migrations `20261204100000`,
+//! `20261205180000` and `20261205190000`).
 //!
 //! Every write that changes the searchable projection appends its net change to the pending
 //! layer in its own transaction, and the ranking reads folded totals plus pending rows, so the
