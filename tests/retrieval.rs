@@ -108,9 +108,15 @@ async fn contract_2_another_actor_asking_tabs_or_spaces_gets_the_cto_preference_
     assert_eq!(s.subject.as_ref().unwrap().label, "Victor (id U123)");
     assert_eq!(s.source.as_ref().unwrap().label, "Victor (id U123)");
     assert_eq!(s.components.subject_boost, 0.0, "Priya is not the subject: no boost, no penalty");
+    // The day the memory was told: the time of the message it was learned from (the test
+    // world's clock, a minute before the remember).
+    let told = mesh_memory::retrieval::when::told_on(w.world.clock);
+    assert!((s.learned_at - w.world.clock).num_milliseconds().abs() < 1, "learned when its message was sent");
     let prompt = outcome.prompt_section();
     assert!(
-        prompt.contains("About Victor (id U123), told by Victor (id U123) in this conversation: Prefers tabs"),
+        prompt.contains(&format!(
+            "About Victor (id U123), told by Victor (id U123) on {told} in this conversation: Prefers tabs"
+        )),
         "{prompt}"
     );
     let json = outcome.recall_json();
@@ -118,10 +124,10 @@ async fn contract_2_another_actor_asking_tabs_or_spaces_gets_the_cto_preference_
     assert_eq!(
         line,
         format!(
-            "[{} rev 1] About Victor (id U123), told by Victor (id U123) in this conversation: Prefers tabs over spaces for indentation in every repository.",
+            "[{} rev 1] About Victor (id U123), told by Victor (id U123) on {told} in this conversation: Prefers tabs over spaces for indentation in every repository.",
             tabs.short()
         ),
-        "the entry's short id and revision, subject, source, place and body: what amend and forget need"
+        "the entry's short id and revision, subject, source, day, place and body: what amend and forget need"
     );
     assert!(!line.contains(&tabs.to_string()) && !line.contains(&tabs_rev.to_string()), "no full ids: {line}");
     for audit_only in ["score", "component", "reason", "rrf"] {

@@ -299,6 +299,11 @@ enum EvalSuite {
         /// Also write the report as JSON to this file.
         #[arg(long)]
         json_out: Option<std::path::PathBuf>,
+        /// Also write one JSON line per question and variant to this file: sample id, question
+        /// index, category, evidence ids, the selected turn ids in rank order, the rendered prompt
+        /// section and whether it holds the answer. No question text.
+        #[arg(long)]
+        questions_out: Option<std::path::PathBuf>,
         /// Keep the scratch database.
         #[arg(long)]
         keep: bool,
@@ -347,7 +352,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Demo { action: DemoAction::Seed } => {
             with_store(cli.database_url.as_deref(), |store| async move { demo_seed(&store, cli.json).await }).await
         }
-        Command::Eval { suite: EvalSuite::Locomo { path, max_samples, json_out, keep, settings, also } } => {
+        Command::Eval {
+            suite: EvalSuite::Locomo { path, max_samples, json_out, questions_out, keep, settings, also },
+        } => {
             let mut config = mesh_memory::retrieval::RetrievalConfig::default();
             for setting in &settings {
                 config = config.with_settings(setting)?;
@@ -359,7 +366,14 @@ async fn run(cli: Cli) -> Result<()> {
                     .with_context(|| format!("--also {variant:?}: expected NAME:name=value[,...]"))?;
                 extra_hybrid.push((name.to_owned(), config.clone().with_settings(settings)?));
             }
-            let run = EvalRun { max_samples, json_out: json_out.as_deref(), keep, config, extra_hybrid };
+            let run = EvalRun {
+                max_samples,
+                json_out: json_out.as_deref(),
+                questions_out: questions_out.as_deref(),
+                keep,
+                config,
+                extra_hybrid,
+            };
             eval_locomo(cli.database_url.as_deref(), &path, run).await
         }
         Command::Bench {
@@ -574,13 +588,14 @@ fn print_history(h: &EntryHistory) {
     for r in &h.revisions {
         let current = if r.id == h.current_revision_id { "  [current]" } else { "" };
         println!(
-            "\nrevision {} ({}) {}  {}{}",
+            "\nrevision {} ({}) {}  written {}{}",
             r.revision_number,
             r.operation,
             r.id,
             r.created_at.format("%Y-%m-%d %H:%M"),
             current
         );
+        println!("  learned: {} (UTC; when it was told)", r.learned_at.format("%Y-%m-%d %H:%M"));
         println!("  subject: {}", r.subject_label.as_deref().unwrap_or("(not resolved)"));
         println!("  source:  {}", r.source_label.as_deref().unwrap_or("(system)"));
         println!("  body:    {}", r.body);
@@ -635,15 +650,32 @@ fn admin_url(url: Option<&str>) -> Result<(String, Option<mesh_memory::pg::Clust
 struct EvalRun<'a> {
     max_samples: Option<usize>,
     json_out: Option<&'a std::path::Path>,
+    questions_out: Option<&'a std::path::Path>,
     keep: bool,
     config: mesh_memory::retrieval::RetrievalConfig,
     extra_hybrid: Vec<(String, mesh_memory::retrieval::RetrievalConfig)>,
 }
 
 async fn eval_locomo(url: Option<&str>, path: &std::path::Path, run: EvalRun<'_>) -> Result<()> {
-    let EvalRun { max_samples, json_out, keep, config, extra_hybrid } = run;
+    let EvalRun { max_samples, json_out, questions_out, keep, config, extra_hybrid } = run;
     use mesh_memory::evaluation;
+    use std::io::Write;
     let samples = evaluation::dataset::read(path)?;
+    let mut questions_file = match questions_out {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        )),
+        None => None,
+    };
+    let mut write_error: Option<std::io::Error> = None;
+    let mut write_question = |record: evaluation::QuestionRecord| {
+        if let (Some(file), None) = (questions_file.as_mut(), &write_error) {
+            let line = serde_json::to_string(&record).expect("a record serializes");
+            if let Err(e) = writeln!(file, "{line}") {
+                write_error = Some(e);
+            }
+        }
+    };
     let (url, _guard) = admin_url(url)?;
     let admin: sqlx::postgres::PgConnectOptions = url.parse().context("parsing the database URL")?;
     let scratch = mesh_memory::database::ScratchDatabase::create(&admin, "mesh_eval", 8).await?;
@@ -662,18 +694,34 @@ async fn eval_locomo(url: Option<&str>, path: &std::path::Path, run: EvalRun<'_>
     };
     let store = Store::new(scratch.pool.clone());
     let mut last_percent = usize::MAX;
-    let report = evaluation::run_locomo(&store, &samples, &options, |done, total| {
-        let percent = done * 100 / total.max(1);
-        if percent != last_percent && percent % 10 == 0 {
-            eprintln!("  {done}/{total} queries ({percent}%)");
-            last_percent = percent;
-        }
-    })
+    let recorder: Option<&mut dyn FnMut(evaluation::QuestionRecord)> = match questions_out {
+        Some(_) => Some(&mut write_question),
+        None => None,
+    };
+    let report = evaluation::run_locomo_recorded(
+        &store,
+        &samples,
+        &options,
+        |done, total| {
+            let percent = done * 100 / total.max(1);
+            if percent != last_percent && percent % 10 == 0 {
+                eprintln!("  {done}/{total} queries ({percent}%)");
+                last_percent = percent;
+            }
+        },
+        recorder,
+    )
     .await;
     if !keep {
         scratch.drop_database().await?;
     }
     let report = report?;
+    if let Some(e) = write_error {
+        return Err(e).context("writing --questions-out");
+    }
+    if let (Some(mut file), Some(path)) = (questions_file, questions_out) {
+        file.flush().with_context(|| format!("writing {}", path.display()))?;
+    }
     print!("{}", evaluation::render_table(&report));
     if let Some(path) = json_out {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
@@ -901,12 +949,14 @@ async fn explain(
             explained.degradation_category.as_deref().unwrap_or("none")
         );
         for (rank, s) in explained.selections.iter().enumerate() {
+            let learned = s.learned_at.map(|t| format!("  learned {}", t.format("%Y-%m-%d %H:%M"))).unwrap_or_default();
             println!(
-                "{}. score {:.4}  entry {}  revision {}\n   why: {}",
+                "{}. score {:.4}  entry {}  revision {}{}\n   why: {}",
                 rank + 1,
                 s.score,
                 s.entry_id,
                 s.revision_id,
+                learned,
                 s.reason
             );
         }

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, NaiveTime, Utc};
 use serde::Deserialize;
 
 /// Why a LoCoMo file could not be used.
@@ -60,6 +61,9 @@ struct RawQa {
     evidence: Vec<String>,
     #[serde(default)]
     category: Option<i64>,
+    /// A string, or a bare number for some questions (`2020`); absent in category 5.
+    #[serde(default)]
+    answer: Option<serde_json::Value>,
 }
 
 /// One dialogue turn: it becomes one memory.
@@ -73,6 +77,10 @@ pub struct Turn {
     pub text: String,
     /// The session number it belongs to (its source conversation).
     pub session: u32,
+    /// When it was said: its session's `session_N_date_time` (`1:56 pm on 8 May, 2023`, read as
+    /// UTC) plus one second per earlier turn of the session, so turns keep their order. `None`
+    /// when the session has no readable date.
+    pub said_at: Option<DateTime<Utc>>,
 }
 
 /// One question with the turns that hold its answer.
@@ -84,6 +92,8 @@ pub struct Question {
     pub evidence: Vec<String>,
     /// LoCoMo category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial).
     pub category: i64,
+    /// The gold answer as text (empty when the item has none, as in category 5).
+    pub answer: String,
 }
 
 /// One two-speaker conversation with its questions.
@@ -125,7 +135,48 @@ fn split_evidence(raw: &[String]) -> Vec<String> {
         .collect()
 }
 
-fn session_turns(sample: &str, key: &str, value: &serde_json::Value) -> Result<Vec<Turn>, LocomoError> {
+/// A session time as LoCoMo writes it, `1:56 pm on 8 May, 2023` (the comma optional, any case),
+/// read as UTC; `None` when it is not of that form.
+pub fn parse_session_time(text: &str) -> Option<DateTime<Utc>> {
+    let cleaned = text.replace(',', " ");
+    let parts: Vec<&str> = cleaned.split_whitespace().collect();
+    let [clock, meridiem, "on", day, month, year] = parts.as_slice() else { return None };
+    let (hour, minute) = clock.split_once(':')?;
+    let (mut hour, minute): (u32, u32) = (hour.parse().ok()?, minute.parse().ok()?);
+    match meridiem.to_ascii_lowercase().as_str() {
+        "am" if hour == 12 => hour = 0,
+        "am" => {}
+        "pm" if hour < 12 => hour += 12,
+        "pm" => {}
+        _ => return None,
+    }
+    let month = MONTH_NAMES.iter().position(|m| m.eq_ignore_ascii_case(month))? as u32 + 1;
+    let date = NaiveDate::from_ymd_opt(year.parse().ok()?, month, day.parse().ok()?)?;
+    let time = NaiveTime::from_hms_opt(hour, minute, 0)?;
+    Some(NaiveDateTime::new(date, time).and_utc())
+}
+
+const MONTH_NAMES: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
+fn session_turns(
+    sample: &str,
+    key: &str,
+    value: &serde_json::Value,
+    started: Option<DateTime<Utc>>,
+) -> Result<Vec<Turn>, LocomoError> {
     let session: u32 = key["session_".len()..]
         .parse()
         .map_err(|_| LocomoError::Malformed { sample: sample.to_owned(), problem: format!("unexpected key {key}") })?;
@@ -133,7 +184,9 @@ fn session_turns(sample: &str, key: &str, value: &serde_json::Value) -> Result<V
         .map_err(|e| LocomoError::Malformed { sample: sample.to_owned(), problem: format!("{key}: {e}") })?;
     Ok(raw
         .into_iter()
-        .map(|t| Turn {
+        .enumerate()
+        .map(|(i, t)| Turn {
+            said_at: started.map(|at| at + Duration::seconds(i as i64)),
             text: match t.blip_caption {
                 Some(caption) if !caption.trim().is_empty() => {
                     format!("{} [shared an image: {}]", t.text, caption.trim())
@@ -171,7 +224,9 @@ fn convert(raw: RawSample) -> Result<Sample, LocomoError> {
     let mut sessions: Vec<(u32, Vec<Turn>)> = Vec::new();
     for (key, value) in &raw.conversation {
         if key.starts_with("session_") && !key.ends_with("date_time") && value.is_array() {
-            let turns = session_turns(&id, key, value)?;
+            let started =
+                raw.conversation.get(&format!("{key}_date_time")).and_then(|v| v.as_str()).and_then(parse_session_time);
+            let turns = session_turns(&id, key, value, started)?;
             sessions.push((turns.first().map_or(0, |t| t.session), turns));
         }
     }
@@ -184,8 +239,29 @@ fn convert(raw: RawSample) -> Result<Sample, LocomoError> {
             evidence: split_evidence(&q.evidence),
             question: q.question,
             category: q.category.unwrap_or(0),
+            answer: match q.answer {
+                Some(serde_json::Value::String(text)) => text,
+                Some(serde_json::Value::Null) | None => String::new(),
+                Some(other) => other.to_string(),
+            },
         })
         .filter(|q| !q.evidence.is_empty() && !q.question.trim().is_empty())
         .collect();
     Ok(Sample { id, speakers, turns, questions })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_times_read_as_locomo_writes_them() {
+        let at = |t: &str| parse_session_time(t).map(|d| d.to_rfc3339());
+        assert_eq!(at("1:56 pm on 8 May, 2023").as_deref(), Some("2023-05-08T13:56:00+00:00"));
+        assert_eq!(at("12:09 am on 13 September, 2023").as_deref(), Some("2023-09-13T00:09:00+00:00"));
+        assert_eq!(at("10:31 AM on 2 february 2022").as_deref(), Some("2022-02-02T10:31:00+00:00"));
+        assert_eq!(at("12:30 pm on 1 June, 2023").as_deref(), Some("2023-06-01T12:30:00+00:00"));
+        assert_eq!(at("yesterday"), None);
+        assert_eq!(at("1:56 pm on 31 February, 2023"), None);
+    }
 }

@@ -65,6 +65,11 @@ pub struct MetricTotals {
     pub mrr: f64,
     /// Mean time per query in milliseconds.
     pub ms_per_query: f64,
+    /// Questions with a gold answer whose prompt section was checked (categories 1-4).
+    pub answerable: usize,
+    /// Fraction of them whose packed prompt-mode section holds the answer on one memory line
+    /// ([`super::answers::GoldAnswer::held_by_section`]); `None` when none was checked.
+    pub answer_in_context: Option<f64>,
 }
 
 impl MetricTotals {
@@ -83,6 +88,14 @@ impl MetricTotals {
         self.mrr = mean(self.mrr, reciprocal_rank(ranked, relevant));
         self.ms_per_query = mean(self.ms_per_query, millis);
         self.queries += 1;
+    }
+
+    /// Adds one answerable question's answer-in-context result.
+    pub fn add_answer(&mut self, held: bool) {
+        let n = self.answerable as f64;
+        let old = self.answer_in_context.unwrap_or(0.0);
+        self.answer_in_context = Some((old * n + if held { 1.0 } else { 0.0 }) / (n + 1.0));
+        self.answerable += 1;
     }
 }
 

@@ -7,7 +7,14 @@
 //! retrieval service, in recall mode with a count budget of 10. A selection is relevant when its
 //! turn is cited as evidence. Every selected revision is re-checked against the eligibility
 //! predicate and any violation is counted (the count must be 0).
+//!
+//! Time: each turn is recorded at its session's `session_N_date_time`, so memories carry the
+//! times a real connector would have recorded, and every question is asked a day after the
+//! conversation's last turn. *Answer in context* ([`answers`]): for questions of categories 1-4,
+//! a second, prompt-mode search under the default allowances, and whether one line of the packed
+//! section holds the gold answer.
 
+pub mod answers;
 pub mod bm25;
 pub mod dataset;
 pub mod metrics;
@@ -16,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
-use chrono::{Duration, Utc};
+use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
 use crate::ids::{ActorId, AgentId, ConversationId, RevisionId};
@@ -122,12 +129,39 @@ pub struct EvalOptions {
     pub extra_hybrid: Vec<(String, RetrievalConfig)>,
 }
 
-/// One sample as loaded: where to ask, and which revision is which turn.
+/// One sample as loaded: where and when to ask, and which revision is which turn.
 struct LoadedSample {
     agent: AgentId,
     ask_in: ConversationId,
+    /// A day after the last turn: when every question is asked.
+    asked_at: DateTime<Utc>,
     speakers: HashMap<String, ActorId>,
     turn_of: HashMap<RevisionId, String>,
+}
+
+/// What one question got from one variant, for `eval locomo --questions-out` (one JSON line
+/// each): enough to recompute every metric and to read what a model would have been given. The
+/// question's text is not in it (the data set has it, under the same sample and index).
+#[derive(Clone, Debug, Serialize)]
+pub struct QuestionRecord {
+    /// The sample's id.
+    pub sample_id: String,
+    /// The question's position among the sample's questions with evidence, from 0.
+    pub question_index: usize,
+    /// LoCoMo category.
+    pub category: i64,
+    /// The variant that answered.
+    pub variant: String,
+    /// The evidence turn ids, as the data set lists them.
+    pub evidence: Vec<String>,
+    /// The turn ids selected by the recall-mode search (count budget 10), in rank order.
+    pub selected: Vec<String>,
+    /// The packed prompt-mode section under the default allowances, as a model would get it
+    /// (`None` for the BM25 baseline, which renders nothing).
+    pub section: Option<String>,
+    /// Whether one line of `section` holds the gold answer (`None`: not an answerable question
+    /// of categories 1-4, or no section).
+    pub answer_in_context: Option<bool>,
 }
 
 async fn load_sample(store: &Store, sample: &dataset::Sample, run: &str) -> Result<LoadedSample, EvalError> {
@@ -141,7 +175,14 @@ async fn load_sample(store: &Store, sample: &dataset::Sample, run: &str) -> Resu
         speakers.insert(name.clone(), actor);
         identities.insert(name.clone(), identity);
     }
-    let start = Utc::now() - Duration::days(365);
+    let fallback_start = Utc::now() - Duration::days(365);
+    let said_at =
+        |i: usize, turn: &dataset::Turn| turn.said_at.unwrap_or(fallback_start + Duration::minutes(i as i64 + 1));
+    let first_said = sample.turns.iter().enumerate().map(|(i, t)| said_at(i, t)).min().unwrap_or(fallback_start);
+    let last_said = sample.turns.iter().enumerate().map(|(i, t)| said_at(i, t)).max().unwrap_or(fallback_start);
+    // Everyone is a member from a day before the first turn (audiences count from when a
+    // message was sent).
+    let start = first_said - Duration::days(1);
     let conversation = |channel: String| {
         let members: Vec<ActorId> = speakers.values().copied().collect();
         async move {
@@ -182,7 +223,7 @@ async fn load_sample(store: &Store, sample: &dataset::Sample, run: &str) -> Resu
                 sender: speaker,
                 sender_identity: identities.get(&turn.speaker).copied(),
                 body: &turn.text,
-                sent_at: start + Duration::minutes(i as i64 + 1),
+                sent_at: said_at(i, turn),
             })
             .await?;
         let body: String = turn.text.chars().take(crate::store::MAX_BODY_CHARS).collect();
@@ -200,7 +241,7 @@ async fn load_sample(store: &Store, sample: &dataset::Sample, run: &str) -> Resu
             .await?;
         turn_of.insert(written.revision_id, turn.dia_id.clone());
     }
-    Ok(LoadedSample { agent, ask_in, speakers, turn_of })
+    Ok(LoadedSample { agent, ask_in, asked_at: last_said + Duration::days(1), speakers, turn_of })
 }
 
 /// Loads the samples, then asks every question through each available variant.
@@ -209,7 +250,19 @@ pub async fn run_locomo(
     store: &Store,
     samples: &[dataset::Sample],
     options: &EvalOptions,
+    progress: impl FnMut(usize, usize),
+) -> Result<EvalReport, EvalError> {
+    run_locomo_recorded(store, samples, options, progress, None).await
+}
+
+/// [`run_locomo`], also handing every question's [`QuestionRecord`] to `record` (which then gets
+/// a prompt section for every question, category 5 included).
+pub async fn run_locomo_recorded(
+    store: &Store,
+    samples: &[dataset::Sample],
+    options: &EvalOptions,
     mut progress: impl FnMut(usize, usize),
+    mut record: Option<&mut dyn FnMut(QuestionRecord)>,
 ) -> Result<EvalReport, EvalError> {
     let samples = &samples[..options.max_samples.unwrap_or(samples.len()).min(samples.len())];
     let run = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
@@ -264,20 +317,25 @@ pub async fn run_locomo(
     for (sample, loaded) in samples.iter().zip(&loaded) {
         let bm25 = bm25::Bm25Index::new(sample.turns.iter().map(|t| (t.dia_id.as_str(), t.text.as_str())));
         let context = EligibilityContext::resolve(store, loaded.agent, loaded.ask_in).await?;
-        for question in &sample.questions {
+        for (question_index, question) in sample.questions.iter().enumerate() {
             let asker = loaded.speakers.get(sample.asker(question)).copied();
+            let gold = match question.category {
+                1..=4 => answers::GoldAnswer::parse(&question.answer),
+                _ => None,
+            };
             for (variant, retriever) in &variants {
                 let timer = Instant::now();
+                let mut section = None;
                 let ranked: Vec<String> = match retriever {
                     None => bm25.search(&question.question, EVAL_DEPTH),
                     Some(retriever) => {
-                        let mut request = SearchRequest::new(
-                            loaded.agent,
-                            loaded.ask_in,
-                            asker,
-                            &question.question,
-                            RetrievalMode::Recall,
-                        );
+                        let ask = |mode: RetrievalMode| {
+                            let mut request =
+                                SearchRequest::new(loaded.agent, loaded.ask_in, asker, &question.question, mode);
+                            request.asked_at = Some(loaded.asked_at);
+                            request
+                        };
+                        let mut request = ask(RetrievalMode::Recall);
                         request.max_count = EVAL_DEPTH as u32;
                         request.token_budget = crate::retrieval::MAX_TOKEN_BUDGET;
                         let outcome = retriever.search(&request).await?;
@@ -289,19 +347,44 @@ pub async fn run_locomo(
                                 .entry(category.as_str().to_owned())
                                 .or_default() += 1;
                         }
-                        let used = outcome.used_revisions();
+                        let mut used = outcome.used_revisions();
+                        if gold.is_some() || record.is_some() {
+                            // What automatic context assembly would give the model: default allowances.
+                            let prompt = retriever.search(&ask(RetrievalMode::Prompt)).await?;
+                            section = Some(prompt.prompt_section());
+                            used.extend(prompt.used_revisions());
+                        }
                         let verdicts = revision_verdicts(store.pool(), &context, &used).await?;
                         report.eligibility_violations += verdicts.iter().filter(|v| !v.rule.is_eligible()).count();
-                        used.iter().filter_map(|r| loaded.turn_of.get(r).cloned()).collect()
+                        outcome.used_revisions().iter().filter_map(|r| loaded.turn_of.get(r).cloned()).collect()
                     }
                 };
                 let millis = timer.elapsed().as_secs_f64() * 1000.0;
-                report.overall.entry(variant.clone()).or_default().add(&ranked, &question.evidence, millis);
-                report.by_category.entry(variant.clone()).or_default().entry(question.category).or_default().add(
-                    &ranked,
-                    &question.evidence,
-                    millis,
-                );
+                let held = match (&gold, &section) {
+                    (Some(gold), Some(section)) => Some(gold.held_by_section(section)),
+                    _ => None,
+                };
+                let overall = report.overall.entry(variant.clone()).or_default();
+                overall.add(&ranked, &question.evidence, millis);
+                let by_category =
+                    report.by_category.entry(variant.clone()).or_default().entry(question.category).or_default();
+                by_category.add(&ranked, &question.evidence, millis);
+                if let Some(held) = held {
+                    overall.add_answer(held);
+                    by_category.add_answer(held);
+                }
+                if let Some(record) = record.as_mut() {
+                    record(QuestionRecord {
+                        sample_id: sample.id.clone(),
+                        question_index,
+                        category: question.category,
+                        variant: variant.clone(),
+                        evidence: question.evidence.clone(),
+                        selected: ranked,
+                        section,
+                        answer_in_context: held,
+                    });
+                }
                 done += 1;
                 progress(done, total);
             }
@@ -319,8 +402,18 @@ pub fn render_table(report: &EvalReport) -> String {
     );
     let width = report.by_category.keys().map(String::len).max().unwrap_or(7).max(7);
     out.push_str(&format!(
-        "{:<width$} {:>8} {:>6} {:>9} {:>10} {:>9} {:>10} {:>8} {:>7} {:>9}\n",
-        "variant", "category", "n", "recall@5", "recall@10", "paper R@5", "paper R@10", "nDCG@10", "MRR", "ms/query"
+        "{:<width$} {:>8} {:>6} {:>9} {:>10} {:>9} {:>10} {:>8} {:>7} {:>9} {:>10}\n",
+        "variant",
+        "category",
+        "n",
+        "recall@5",
+        "recall@10",
+        "paper R@5",
+        "paper R@10",
+        "nDCG@10",
+        "MRR",
+        "ms/query",
+        "answer@ctx"
     ));
     for (variant, categories) in &report.by_category {
         let rows = categories
@@ -328,8 +421,9 @@ pub fn render_table(report: &EvalReport) -> String {
             .map(|(c, m)| (c.to_string(), m))
             .chain(report.overall.get(variant).map(|m| ("all".to_string(), m)));
         for (category, m) in rows {
+            let answer = m.answer_in_context.map_or_else(|| "-".to_owned(), |a| format!("{a:.3}"));
             out.push_str(&format!(
-                "{:<width$} {:>8} {:>6} {:>9.3} {:>10.3} {:>9.3} {:>10.3} {:>8.3} {:>7.3} {:>9.2}\n",
+                "{:<width$} {:>8} {:>6} {:>9.3} {:>10.3} {:>9.3} {:>10.3} {:>8.3} {:>7.3} {:>9.2} {:>10}\n",
                 variant,
                 category,
                 m.queries,
@@ -339,7 +433,8 @@ pub fn render_table(report: &EvalReport) -> String {
                 m.paper_recall_at_10,
                 m.ndcg_at_10,
                 m.mrr,
-                m.ms_per_query
+                m.ms_per_query,
+                answer
             ));
         }
     }

@@ -77,6 +77,10 @@ pub struct StoredSelection {
     pub revision_id: RevisionId,
     /// Its number.
     pub revision_number: i32,
+    /// When it was learned, as its memory line said and ranking used (absent in events recorded
+    /// before learned times existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned_at: Option<DateTime<Utc>>,
     /// Final score.
     pub score: f64,
     /// Score components.
@@ -93,6 +97,7 @@ impl From<&Selection> for StoredSelection {
             entry_id: s.entry_id,
             revision_id: s.revision_id,
             revision_number: s.revision_number,
+            learned_at: Some(s.learned_at),
             score: s.score,
             components: s.components.clone(),
             reason: s.reason.clone(),

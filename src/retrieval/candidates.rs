@@ -73,7 +73,8 @@ pub(crate) struct HydratedRow {
     pub source_actor_id: Option<ActorId>,
     pub origin_conversation_id: Option<ConversationId>,
     pub always_on: bool,
-    pub created_at: DateTime<Utc>,
+    /// When the revision was learned (`memory_learned_at`): what the line says and ranking uses.
+    pub learned_at: DateTime<Utc>,
 }
 
 /// A deduplicated candidate with the ranks the sources gave it.
@@ -459,7 +460,7 @@ pub(crate) async fn hydrate(
     let ids: Vec<Uuid> = revisions.iter().map(|r| r.0).collect();
     sqlx::query_as(
         "SELECT r.id AS revision_id, r.revision_number, r.body, r.subject_actor_id, r.source_actor_id,
-                e.origin_conversation_id, e.always_on, r.created_at
+                e.origin_conversation_id, e.always_on, memory_learned_at(r.id) AS learned_at
            FROM unnest($4::uuid[]) AS wanted(id)
            JOIN memory_entry_revisions r ON r.id = wanted.id
            JOIN memory_entries e ON e.id = r.entry_id AND e.current_revision_id = r.id
@@ -472,4 +473,28 @@ pub(crate) async fn hydrate(
     .bind(ids)
     .fetch_all(pool)
     .await
+}
+
+/// When each of `revisions` (the agent's) was learned, by the one definition
+/// `memory_learned_at` (migration `20261206100000`): the latest `sent_at` of its message sources,
+/// else when it was written. Ranking reads it for a bounded window of candidates
+/// ([`crate::retrieval::RetrievalConfig::time_rerank_window`]); revisions of another agent are
+/// absent.
+pub(crate) async fn learned_times(
+    pool: &PgPool,
+    agent: crate::ids::AgentId,
+    revisions: &[RevisionId],
+) -> Result<std::collections::HashMap<RevisionId, DateTime<Utc>>, sqlx::Error> {
+    let ids: Vec<Uuid> = revisions.iter().map(|r| r.0).collect();
+    let rows: Vec<(RevisionId, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT r.id, memory_learned_at(r.id)
+           FROM unnest($2::uuid[]) AS wanted(id)
+           JOIN memory_entry_revisions r ON r.id = wanted.id
+          WHERE r.runtime_agent_id = $1",
+    )
+    .bind(agent)
+    .bind(ids)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().collect())
 }

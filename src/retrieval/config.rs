@@ -34,6 +34,11 @@ pub const DEFAULT_SEMANTIC_WEIGHT: f64 = 0.3;
 /// the person), so the boost only breaks near-ties.
 pub const DEFAULT_SUBJECT_WEIGHT: f64 = 0.05;
 
+/// Default [`RetrievalConfig::period_weight`]: a memory learned in the period a query names
+/// scores this fraction above its relevance alone. Set on the LoCoMo dev split with the
+/// conversations' own dates (docs/retrieval-quality-2026-12-06.md).
+pub const DEFAULT_PERIOD_WEIGHT: f64 = 0.3;
+
 /// Default number of memories per search.
 pub const DEFAULT_MAX_COUNT: u32 = 8;
 
@@ -67,8 +72,18 @@ pub struct RetrievalConfig {
     /// best-rank contribution for an empty query); it halves every `recency_half_life_days`.
     /// Default 0.02: a tie-breaker, not a ranking of its own.
     pub recency_weight: f64,
-    /// Half-life of the recency term in days. Default 30.
+    /// Half-life of the recency term in days. Default 30. Age is counted from when the memory
+    /// was learned (`memory_learned_at`) to when the question was asked.
     pub recency_half_life_days: f64,
+    /// A memory learned in a period the query names ("in May 2023", "last week", resolved
+    /// against the asking message's time, [`super::when::QueryPeriod`]) scores this fraction more
+    /// than its relevance alone, like the subject boost. Default: see [`DEFAULT_PERIOD_WEIGHT`].
+    pub period_weight: f64,
+    /// The learned-time components (recency, period) are computed for this many of the best
+    /// candidates by every other component, which are then reordered among themselves: one
+    /// bounded statement reads their learned times. The rest keep their order below them (their
+    /// time components stay 0, and adding to the window's scores can only lift it). Default 100.
+    pub time_rerank_window: u32,
     /// Added to always-on entries. Default 1.0, which puts them ahead of every ranked candidate
     /// so that packing admits them first: their contract requires them on every applicable turn.
     pub always_on_boost: f64,
@@ -112,6 +127,8 @@ impl Default for RetrievalConfig {
             conversation_weight: 0.03,
             recency_weight: 0.02,
             recency_half_life_days: 30.0,
+            period_weight: DEFAULT_PERIOD_WEIGHT,
+            time_rerank_window: 100,
             always_on_boost: 1.0,
             per_source_limit: 200,
             semantic_deadline: Duration::from_secs(3),
@@ -149,6 +166,7 @@ impl RetrievalConfig {
             ("conversation_weight", self.conversation_weight),
             ("recency_weight", self.recency_weight),
             ("recency_half_life_days", self.recency_half_life_days),
+            ("period_weight", self.period_weight),
             ("always_on_boost", self.always_on_boost),
         ];
         for (field, value) in non_negative {
@@ -176,7 +194,8 @@ impl RetrievalConfig {
             field: "(name)",
             value,
             why: "names no tunable field (rrf_k, lexical_weight, semantic_weight, subject_weight, \
-                  conversation_weight, recency_weight, recency_half_life_days, always_on_boost, bm25_k1, bm25_b)",
+                  conversation_weight, recency_weight, recency_half_life_days, period_weight, always_on_boost, \
+                  bm25_k1, bm25_b)",
         })?;
         *field = value;
         changed.validate()?;
@@ -193,6 +212,7 @@ impl RetrievalConfig {
             "conversation_weight" => &mut self.conversation_weight,
             "recency_weight" => &mut self.recency_weight,
             "recency_half_life_days" => &mut self.recency_half_life_days,
+            "period_weight" => &mut self.period_weight,
             "always_on_boost" => &mut self.always_on_boost,
             "bm25_k1" => &mut self.bm25_k1,
             "bm25_b" => &mut self.bm25_b,

@@ -1,8 +1,9 @@
 //! Explainable fusion: every score is a sum of named components, each kept with the selection.
 //!
-//! `score = rrf(lexical) + rrf(semantic) + subject + conversation + recency + always_on`, where
-//! `rrf(rank) = weight / (k + rank)` (per-source weights from [`RetrievalConfig`]). The subject,
-//! conversation and recency boosts are fractions of the candidate's relevance (the two RRF terms),
+//! `score = rrf(lexical) + rrf(semantic) + subject + conversation + recency + period + always_on`,
+//! where `rrf(rank) = weight / (k + rank)` (per-source weights from [`RetrievalConfig`]). The
+//! subject, conversation, recency and period boosts are fractions of the candidate's relevance
+//! (the two RRF terms),
 //! so they scale with it: a boost reorders close matches and never lifts a weak match over a much
 //! better one. For an empty query they are fractions of a best-rank contribution `1 / (k + 1)`.
 //! Subject mismatch carries no penalty; a subject match only adds.
@@ -12,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::candidates::{Candidate, CandidateSource};
 use super::config::RetrievalConfig;
+use super::when::QueryPeriod;
 use crate::ids::{ActorId, ConversationId};
 
 /// A relevance source's rank (from 1) and its reciprocal-rank contribution.
@@ -42,8 +44,15 @@ pub struct Components {
     pub subject_match: Option<SubjectMatch>,
     /// Added because the memory was formed in this conversation.
     pub conversation_boost: f64,
-    /// Recency term (decays with the revision's age).
+    /// Recency term (decays with the time since the memory was learned).
     pub recency: f64,
+    /// Added because the memory was learned in a period the query names (0 in events recorded
+    /// before learned times existed).
+    #[serde(default)]
+    pub period_boost: f64,
+    /// The period it was learned in, in words (`May 2023`), when the boost applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period: Option<String>,
     /// Added because the entry is always-on.
     pub always_on: f64,
 }
@@ -56,6 +65,7 @@ impl Components {
             + self.subject_boost
             + self.conversation_boost
             + self.recency
+            + self.period_boost
             + self.always_on
     }
 
@@ -85,6 +95,10 @@ impl Components {
         }
         if self.conversation_boost > 0.0 {
             parts.push(format!("formed in this conversation (+{:.4})", self.conversation_boost));
+        }
+        if self.period_boost > 0.0 {
+            let period = self.period.as_deref().unwrap_or("a period the query names");
+            parts.push(format!("learned in {period}, which the query names (+{:.4})", self.period_boost));
         }
         parts.push(format!("recency (+{:.4})", self.recency));
         parts.join("; ")
@@ -129,35 +143,73 @@ impl SubjectFocus {
 pub(crate) struct ScoringContext {
     pub focus: SubjectFocus,
     pub conversation: ConversationId,
+    /// When the question was asked (the asking message's time): recency counts from it.
     pub now: DateTime<Utc>,
+    /// The periods the query names, resolved against `now`.
+    pub periods: Vec<QueryPeriod>,
 }
 
-/// Computes a candidate's components under the configured weights.
+/// Computes a candidate's components under the configured weights, all but those that depend on
+/// when the memory was learned (recency and period: 0 here, see [`add_learned_time`]).
 pub(crate) fn components(candidate: &Candidate, turn: &ScoringContext, config: &RetrievalConfig) -> Components {
     let rrf = |weight: f64| move |rank: u32| RankContribution { rank, rrf: weight / (config.rrf_k + f64::from(rank)) };
     let row = &candidate.row;
     let lexical = candidate.lexical_rank.map(rrf(config.lexical_weight));
     let semantic = candidate.semantic_rank.map(rrf(config.semantic_weight));
-    let relevance = lexical.map_or(0.0, |c| c.rrf) + semantic.map_or(0.0, |c| c.rrf);
-    let scale = if relevance > 0.0 { relevance } else { 1.0 / (config.rrf_k + 1.0) };
-    let subject_match = turn.focus.matches(row.subject_actor_id);
-    let conversation_match = row.origin_conversation_id == Some(turn.conversation);
-    Components {
+    let mut components = Components {
         sources: candidate.sources.clone(),
         lexical,
         semantic,
-        subject_boost: if subject_match.is_some() { config.subject_weight * scale } else { 0.0 },
-        subject_match,
-        conversation_boost: if conversation_match { config.conversation_weight * scale } else { 0.0 },
-        recency: scale * recency(row.created_at, turn.now, config),
+        subject_boost: 0.0,
+        subject_match: turn.focus.matches(row.subject_actor_id),
+        conversation_boost: 0.0,
+        recency: 0.0,
+        period_boost: 0.0,
+        period: None,
         always_on: if row.always_on { config.always_on_boost } else { 0.0 },
+    };
+    let scale = scale(&components, config);
+    if components.subject_match.is_some() {
+        components.subject_boost = config.subject_weight * scale;
+    }
+    if row.origin_conversation_id == Some(turn.conversation) {
+        components.conversation_boost = config.conversation_weight * scale;
+    }
+    components
+}
+
+/// Adds the components that depend on when the memory was learned: recency (from `learned_at`
+/// to when the question was asked) and the period boost (learned in a period the query names).
+/// Both only add, so a candidate never falls below where [`components`] ranked it.
+pub(crate) fn add_learned_time(
+    components: &mut Components,
+    learned_at: DateTime<Utc>,
+    turn: &ScoringContext,
+    config: &RetrievalConfig,
+) {
+    let scale = scale(components, config);
+    components.recency = scale * recency(learned_at, turn.now, config);
+    if let Some(period) = turn.periods.iter().find(|p| p.contains(learned_at)) {
+        components.period_boost = config.period_weight * scale;
+        components.period = Some(period.label.clone());
     }
 }
 
-/// `recency_weight * 0.5^(age_days / half_life)` (a fraction of the scale); a revision from the
-/// future counts as new.
-fn recency(created_at: DateTime<Utc>, now: DateTime<Utc>, config: &RetrievalConfig) -> f64 {
-    let age = now - created_at;
+/// What the boosts are fractions of: the relevance (the two RRF terms), or for a candidate with
+/// none (an empty query) a best-rank contribution `1 / (k + 1)`.
+fn scale(components: &Components, config: &RetrievalConfig) -> f64 {
+    let relevance = components.lexical.map_or(0.0, |c| c.rrf) + components.semantic.map_or(0.0, |c| c.rrf);
+    if relevance > 0.0 {
+        relevance
+    } else {
+        1.0 / (config.rrf_k + 1.0)
+    }
+}
+
+/// `recency_weight * 0.5^(age_days / half_life)` (a fraction of the scale); a memory learned
+/// after the question was asked counts as new.
+fn recency(learned_at: DateTime<Utc>, now: DateTime<Utc>, config: &RetrievalConfig) -> f64 {
+    let age = now - learned_at;
     let age_seconds = age.num_microseconds().map_or(age.num_seconds() as f64, |us| us as f64 / 1e6);
     let age_days = age_seconds.max(0.0) / 86_400.0;
     if config.recency_half_life_days <= 0.0 {

@@ -24,6 +24,7 @@ pub mod semantic_source;
 pub mod sign_bits;
 mod subjects;
 pub mod tokens;
+pub mod when;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -90,6 +91,10 @@ pub struct SearchRequest {
     pub token_budget: u32,
     /// Prompt or recall.
     pub mode: RetrievalMode,
+    /// When the question was asked: the asking message's `sent_at` (a turn's inbound message, a
+    /// hosted call's recorded message). Recency and the periods a query names ("last week") are
+    /// counted from it. `None`: now.
+    pub asked_at: Option<DateTime<Utc>>,
 }
 
 impl SearchRequest {
@@ -109,6 +114,7 @@ impl SearchRequest {
             max_count: DEFAULT_MAX_COUNT,
             token_budget: DEFAULT_TOKEN_BUDGET,
             mode,
+            asked_at: None,
         }
     }
 }
@@ -160,8 +166,9 @@ pub struct Selection {
     pub source: Option<ActorRef>,
     /// Visibility-safe provenance.
     pub provenance: Provenance,
-    /// When the revision was written.
-    pub recorded_at: DateTime<Utc>,
+    /// When the revision was learned: the time of the message it was told in, else when it was
+    /// written (`memory_learned_at`). The memory line says this date.
+    pub learned_at: DateTime<Utc>,
     /// Always-on flag.
     pub always_on: bool,
     /// Final score (sum of the components).
@@ -347,12 +354,15 @@ impl Retriever {
         }
         let candidate_count = gathered.set.len();
         let named_members = std::mem::take(&mut gathered.named_members);
+        let now = request.asked_at.unwrap_or_else(Utc::now);
         let turn = ScoringContext {
             focus: self.subject_focus(request, &context, &gathered.set, named_members).await?,
             conversation: request.conversation,
-            now: Utc::now(),
+            now,
+            periods: when::QueryPeriod::find(request.query.trim(), now),
         };
         let ranked = self.rank(gathered.set.into_candidates(), &turn, gathered.relevance_required);
+        let ranked = self.rerank_by_learned_time(ranked, &turn, request.agent).await?;
         let packed = self.decorate_and_pack(ranked, &context, request).await?;
         let event_id = RetrievalEventId::generate();
         audit::record(
@@ -589,8 +599,8 @@ impl Retriever {
         }))
     }
 
-    /// Scores every candidate and orders them best first; drops irrelevant ones when relevance
-    /// is required (always-on entries stay).
+    /// Scores every candidate by every component but the learned-time ones and orders them best
+    /// first; drops irrelevant ones when relevance is required (always-on entries stay).
     fn rank(
         &self,
         candidates: Vec<Candidate>,
@@ -605,13 +615,32 @@ impl Retriever {
             })
             .filter(|(c, components)| !relevance_required || components.is_relevant() || c.row.always_on)
             .collect();
-        scored.sort_by(|(a, ca), (b, cb)| {
-            cb.total()
-                .total_cmp(&ca.total())
-                .then(b.row.created_at.cmp(&a.row.created_at))
-                .then(a.row.revision_id.cmp(&b.row.revision_id))
-        });
+        sort_ranked(&mut scored);
         scored
+    }
+
+    /// Adds recency and the period boost to the best `time_rerank_window` candidates, from when
+    /// each was learned (one bounded statement), and reorders them among themselves. The rest
+    /// stay below, in their order: the added components are never negative, so no candidate of
+    /// the window can fall below one outside it.
+    async fn rerank_by_learned_time(
+        &self,
+        mut ranked: Vec<(Candidate, Components)>,
+        turn: &ScoringContext,
+        agent: AgentId,
+    ) -> Result<Vec<(Candidate, Components)>, RetrievalError> {
+        let window = ranked.len().min(self.config.time_rerank_window as usize);
+        if window == 0 {
+            return Ok(ranked);
+        }
+        let ids: Vec<RevisionId> = ranked[..window].iter().map(|(c, _)| c.row.revision_id).collect();
+        let learned = candidates::learned_times(self.store.pool(), agent, &ids).await?;
+        for (candidate, components) in &mut ranked[..window] {
+            let learned_at = learned.get(&candidate.row.revision_id).copied().unwrap_or(candidate.row.created_at);
+            fusion::add_learned_time(components, learned_at, turn, &self.config);
+        }
+        sort_ranked(&mut ranked[..window]);
+        Ok(ranked)
     }
 
     /// Hydrates candidates from canonical rows in rank order, a batch at a time, renders labels
@@ -677,7 +706,7 @@ impl Retriever {
                     subject: row.subject_actor_id.map(actor_ref),
                     source: row.source_actor_id.map(actor_ref),
                     provenance,
-                    recorded_at: row.created_at,
+                    learned_at: row.learned_at,
                     always_on: row.always_on,
                     score: components.total(),
                     reason: components.reason(),
@@ -739,6 +768,16 @@ impl Retriever {
         }
         Ok(())
     }
+}
+
+/// Best total first; ties by the newer revision, then by id (a stable order).
+fn sort_ranked(scored: &mut [(Candidate, Components)]) {
+    scored.sort_by(|(a, ca), (b, cb)| {
+        cb.total()
+            .total_cmp(&ca.total())
+            .then(b.row.created_at.cmp(&a.row.created_at))
+            .then(a.row.revision_id.cmp(&b.row.revision_id))
+    });
 }
 
 fn semantic_category(failure: SemanticFailure) -> DegradationCategory {

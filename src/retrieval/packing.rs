@@ -167,6 +167,8 @@ mod tests {
             subject_match: None,
             conversation_boost: 0.0,
             recency: 0.0,
+            period_boost: 0.0,
+            period: None,
             always_on: 0.0,
         };
         let mut s = Selection {
@@ -177,7 +179,7 @@ mod tests {
             subject: None,
             source: None,
             provenance: Provenance::Unrecorded,
-            recorded_at: Utc::now(),
+            learned_at: Utc::now(),
             always_on: false,
             score: 0.0,
             reason: components.reason(),
@@ -196,6 +198,8 @@ mod tests {
         s.subject = Some(victor.clone());
         s.source = Some(victor);
         s.provenance = Provenance::ThisConversation;
+        // The longest day a line can say ("30 September 2023").
+        s.learned_at = chrono::TimeZone::with_ymd_and_hms(&Utc, 2023, 9, 30, 13, 56, 0).unwrap();
         s.components.lexical = Some(crate::retrieval::RankContribution { rank: 1, rrf: 1.0 / 61.0 });
         s.score = s.components.total();
         s.reason = s.components.reason();
@@ -210,9 +214,10 @@ mod tests {
         for audit_only in ["score", "components", "reason", "rank", "rrf"] {
             assert!(!json.contains(audit_only), "{audit_only} reached the model's JSON: {json}");
         }
-        // One line with the short entry id: 139 under the byte bound, where two full UUIDs made
-        // it 247 and the ranking data 745-830.
-        assert!(s.cost_tokens < 200, "a one-line memory costs {} of the allowance: {json}", s.cost_tokens);
+        // One line with the short entry id and the day it was told: 159 under the byte bound
+        // (138 before the day, where two full UUIDs made it 247 and the ranking data 745-830).
+        assert!(s.cost_tokens <= 160, "a one-line memory costs {} of the allowance: {json}", s.cost_tokens);
+        assert!(json.contains(" on 30 September 2023 in this conversation: "), "{json}");
         assert!(4096 / s.cost_tokens >= 20, "at least 20 such memories fit the default allowance");
         assert!(!json.contains(&s.entry_id.to_string()), "the full id is not what the model pays for");
         assert!(json.contains(&format!("[{} rev 1]", s.entry_id.short())), "{json}");
@@ -236,6 +241,8 @@ mod tests {
             subject_match: Some(crate::retrieval::SubjectMatch::CurrentSpeaker),
             conversation_boost: 0.0,
             recency: 0.012345678901234,
+            period_boost: 0.0,
+            period: None,
             always_on: 0.0,
         };
         let mut s = selection("");

@@ -3,21 +3,25 @@
 //! at assembly time (`Victor (id U123)`), never from memory bodies, so a rename changes rendering
 //! without rewriting history, and two people named alike stay distinct by id.
 
-use super::{Provenance, Selection};
+use super::{when, Provenance, Selection};
 use crate::ids::EntryId;
 
 /// The fixed header of the prompt section. Outside the entry allowance (see the spec).
 pub const PROMPT_SECTION_HEADER: &str = "Memories relevant to this turn, one per line: [entry id rev N] then \
-who the memory is about, who told it, where it was learned, and the memory. amend, forget and \
-request_memory_sharing take that entry id and revision number. \"About\" names who a memory concerns, \
-\"told by\" who supplied it; labels are current identities (name and stable id). A memory about someone \
-other than the current speaker is about that person, not the speaker.";
+who the memory is about, who told it, on which day (UTC) it was told, where it was learned, and the memory. \
+amend, forget and request_memory_sharing take that entry id and revision number. \"About\" names who a \
+memory concerns, \"told by\" who supplied it; labels are current identities (name and stable id). A memory \
+about someone other than the current speaker is about that person, not the speaker. Relative words in a \
+memory (\"yesterday\", \"last week\") count from the day it was told, not from today; a parenthesis before \
+the memory resolves them.";
 
 /// One memory as the model reads it, in the prompt section and in recall results alike:
-/// `[5c06e1f2a9b3 rev 2] About Victor (id U123), told by Victor (id U123) in this conversation:
-/// Insists on tabs over spaces.` The bracket holds what amend, forget and sharing need (the
-/// short entry id and the revision number), then subject, source and place (visibility-safe),
-/// then the body. Scores, components and reasons are audit data: they stay in
+/// `[5c06e1f2a9b3 rev 2] About Victor (id U123), told by Victor (id U123) on 8 May 2023 in this
+/// conversation: Insists on tabs over spaces.` The bracket holds what amend, forget and sharing
+/// need (the short entry id and the revision number), then subject, source, the day it was
+/// learned (absolute, month in words: [`when::told_on`]) and place (visibility-safe), then the
+/// relative words of the body resolved against that day, if any (`("yesterday": 7 May 2023)`,
+/// [`when::resolved_phrases_note`]), then the body. Scores, components and reasons are audit data: they stay in
 /// `memory_retrieval_events`, `explain`, `--json` of a search and the console, and cost the
 /// prompt allowance nothing.
 ///
@@ -30,13 +34,15 @@ pub fn memory_line(selection: &Selection) -> String {
     let place = learned_in(&selection.provenance);
     let always_on = if selection.always_on { ", always-on" } else { "" };
     format!(
-        "[{} rev {}{}] About {}, told by {} in {}: {}",
+        "[{} rev {}{}] About {}, told by {} on {} in {}{}: {}",
         selection.entry_id.short(),
         selection.revision_number,
         always_on,
         about,
         told_by,
+        when::told_on(selection.learned_at),
         place,
+        when::resolved_phrases_note(&selection.body, selection.learned_at),
         selection.body
     )
 }
@@ -44,7 +50,7 @@ pub fn memory_line(selection: &Selection) -> String {
 /// The least any [`memory_line`] of `entry` can be: the line with every label, place and body
 /// empty and a one-digit revision number. Packing uses it as a floor before reading the entry.
 pub fn memory_line_skeleton(entry: EntryId) -> String {
-    format!("[{} rev 0] About , told by  in : ", entry.short())
+    format!("[{} rev 0] About , told by  on  in : ", entry.short())
 }
 
 /// One prompt line: the [`memory_line`] as a list item.

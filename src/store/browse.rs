@@ -259,6 +259,8 @@ pub struct LineageRevision {
     pub entry_id: EntryId,
     /// Revision number.
     pub revision_number: i32,
+    /// When it was learned (`memory_learned_at`).
+    pub learned_at: DateTime<Utc>,
     /// The start of its body.
     pub body_preview: String,
 }
@@ -513,7 +515,7 @@ impl Store {
     /// The revisions a lineage names (parents and retrieved memories), for the graph.
     pub async fn lineage_revisions(&self, revisions: &[RevisionId]) -> Result<Vec<LineageRevision>, StoreError> {
         Ok(sqlx::query_as(
-            "SELECT id, entry_id, revision_number, left(body, $2) AS body_preview
+            "SELECT id, entry_id, revision_number, memory_learned_at(id) AS learned_at, left(body, $2) AS body_preview
                FROM memory_entry_revisions WHERE id = ANY($1) ORDER BY id",
         )
         .bind(revisions)

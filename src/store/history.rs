@@ -67,6 +67,9 @@ pub struct RevisionView {
     pub source_label: Option<String>,
     /// When it was written.
     pub created_at: DateTime<Utc>,
+    /// When it was learned: the time of the message it was told in (an amendment: the
+    /// correction's), else when it was written (`memory_learned_at`). What the memory line says.
+    pub learned_at: DateTime<Utc>,
     /// Lineage.
     pub sources: Vec<SourceView>,
 }
@@ -116,6 +119,7 @@ struct RevisionRow {
     subject_actor_id: Option<ActorId>,
     source_actor_id: Option<ActorId>,
     created_at: DateTime<Utc>,
+    learned_at: DateTime<Utc>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -147,7 +151,8 @@ impl Store {
             return Ok(None);
         };
         let revisions: Vec<RevisionRow> = sqlx::query_as(
-            "SELECT id, revision_number, operation::text AS operation, body, subject_actor_id, source_actor_id, created_at
+            "SELECT id, revision_number, operation::text AS operation, body, subject_actor_id, source_actor_id, created_at,
+                    memory_learned_at(id) AS learned_at
                FROM memory_entry_revisions WHERE entry_id = $1 ORDER BY revision_number",
         )
         .bind(entry)
@@ -209,6 +214,7 @@ impl Store {
                 subject: r.subject_actor_id,
                 source_actor: r.source_actor_id,
                 created_at: r.created_at,
+                learned_at: r.learned_at,
             })
             .collect();
         Ok(Some(EntryHistory {

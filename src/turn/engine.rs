@@ -391,6 +391,7 @@ impl TurnEngine {
             SearchRequest::new(ctx.agent, ctx.conversation, Some(ctx.sender), query, RetrievalMode::Prompt);
         request.max_count = self.config.prompt_max_count;
         request.token_budget = self.config.prompt_token_budget;
+        request.asked_at = Some(ctx.sent_at);
         Ok(self.retriever.search(&request).await?)
     }
 
@@ -750,6 +751,7 @@ impl TurnEngine {
                 let mut request =
                     SearchRequest::new(ctx.agent, ctx.conversation, Some(ctx.sender), query, RetrievalMode::Recall);
                 request.max_count = limit;
+                request.asked_at = Some(ctx.sent_at);
                 let outcome = self.retriever.search(&request).await?;
                 state.absorb(&outcome);
                 let mut result = outcome.recall_json();
