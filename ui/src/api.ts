@@ -31,6 +31,32 @@ export function shortId(id: string): string {
 }
 
 /** Local date-time for RFC 3339 strings. */
+const MONTHS = [
+  "January",
+  "February",
+  "March",
+  "April",
+  "May",
+  "June",
+  "July",
+  "August",
+  "September",
+  "October",
+  "November",
+  "December",
+];
+
+/**
+ * The day a memory was told, as the memory line writes it for models: `8 May 2023` (UTC, month
+ * in words), so the console and the prompt say the same day.
+ */
+export function toldOn(rfc3339: string | null | undefined): string {
+  if (!rfc3339) return "—";
+  const d = new Date(rfc3339);
+  if (Number.isNaN(d.getTime())) return rfc3339;
+  return `${d.getUTCDate()} ${MONTHS[d.getUTCMonth()]} ${d.getUTCFullYear()}`;
+}
+
 export function when(rfc3339: string | null | undefined): string {
   if (!rfc3339) return "—";
   const d = new Date(rfc3339);

@@ -179,8 +179,15 @@ export type Components = {
 	subject_match?: SubjectMatch | null,
 	/**  Added because the memory was formed in this conversation. */
 	conversation_boost: number | null,
-	/**  Recency term (decays with the revision's age). */
+	/**  Recency term (decays with the time since the memory was learned). */
 	recency: number | null,
+	/**
+	 *  Added because the memory was learned in a period the query names (0 in events recorded
+	 *  before learned times existed).
+	 */
+	period_boost: number | null,
+	/**  The period it was learned in, in words (`May 2023`), when the boost applies. */
+	period?: string | null,
 	/**  Added because the entry is always-on. */
 	always_on: number | null,
 };
@@ -528,6 +535,8 @@ export type LineageRevision = {
 	entry_id: EntryId,
 	/**  Revision number. */
 	revision_number: number,
+	/**  When it was learned (`memory_learned_at`). */
+	learned_at: string,
 	/**  The start of its body. */
 	body_preview: string,
 };
@@ -689,6 +698,11 @@ export type RevisionView = {
 	source_label: string | null,
 	/**  When it was written. */
 	created_at: string,
+	/**
+	 *  When it was learned: the time of the message it was told in (an amendment: the
+	 *  correction's), else when it was written (`memory_learned_at`). What the memory line says.
+	 */
+	learned_at: string,
 	/**  Lineage. */
 	sources: SourceView[],
 };
@@ -808,6 +822,11 @@ export type StoredSelection = {
 	revision_id: RevisionId,
 	/**  Its number. */
 	revision_number: number,
+	/**
+	 *  When it was learned, as its memory line said and ranking used (absent in events recorded
+	 *  before learned times existed).
+	 */
+	learned_at?: string | null,
 	/**  Final score. */
 	score: number | null,
 	/**  Score components. */

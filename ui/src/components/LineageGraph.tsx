@@ -1,6 +1,7 @@
 import { useMemo } from "react";
 import { Background, Controls, Position, ReactFlow, type Edge, type Node } from "@xyflow/react";
 import type { EntryDetail, RevisionView as Revision, SourceView as Source } from "../api";
+import { toldOn } from "../api";
 
 function evidenceText(source: Source): string {
   return source.evidence.state === "known"
@@ -44,7 +45,9 @@ export function LineageGraph({ detail, revision }: { detail: EntryDetail; revisi
       } else {
         const r = source.parent_revision_id ? linked.get(source.parent_revision_id) : undefined;
         const what = source.kind === "parent_revision" ? "Parent revision" : "Retrieved memory";
-        label = r ? `${what} · rev ${r.revision_number}\n${r.body_preview.slice(0, 60)}` : what;
+        label = r
+          ? `${what} · rev ${r.revision_number} · learned ${toldOn(r.learned_at)}\n${r.body_preview.slice(0, 60)}`
+          : what;
       }
       nodes.push({
         id: `src-${source.id}`,

@@ -7,6 +7,7 @@ export const COMPONENTS = [
   { key: "subject_boost", label: "Subject boost", color: "var(--c3)" },
   { key: "conversation_boost", label: "Conversation boost", color: "var(--c4)" },
   { key: "recency", label: "Recency", color: "var(--c5)" },
+  { key: "period_boost", label: "Period boost", color: "var(--c7)" },
 ] as const;
 
 /** Always-on is drawn apart from the bar: at 1.0 it would shrink every ranking component to a sliver. */

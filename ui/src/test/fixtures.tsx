@@ -84,6 +84,7 @@ export const entryDetail: EntryDetail = {
       source_actor: "a1",
       source_label: "Dana (id U321)",
       created_at: "2026-12-01T10:00:00Z",
+      learned_at: "2026-12-01T09:59:00Z",
       sources: [knownSource("s1", "m1")],
     },
     {
@@ -96,6 +97,7 @@ export const entryDetail: EntryDetail = {
       source_actor: "a1",
       source_label: "Dana (id U321)",
       created_at: "2026-12-02T10:00:00Z",
+      learned_at: "2026-12-02T09:58:00Z",
       sources: [
         knownSource("s2", "m1"),
         knownSource("s2-copy", "m1"),
@@ -124,7 +126,15 @@ export const entryDetail: EntryDetail = {
       excerpt: "I lead the payments team.",
     },
   ],
-  linked_revisions: [{ id: "other-rev", entry_id: "e9", revision_number: 1, body_preview: "Forwarded budget note" }],
+  linked_revisions: [
+    {
+      id: "other-rev",
+      entry_id: "e9",
+      revision_number: 1,
+      learned_at: "2026-11-20T08:00:00Z",
+      body_preview: "Forwarded budget note",
+    },
+  ],
 };
 
 export const eventPage: RetrievalEventList = {
@@ -165,6 +175,7 @@ export const eventDetail: RetrievalEventDetail = {
       entry_id: "01900000-0000-7000-8000-000000000001",
       revision_id: "rev-2",
       revision_number: 2,
+      learned_at: "2026-12-02T09:58:00Z",
       score: 0.05,
       components: {
         sources: ["lexical", "conversation"],
@@ -173,6 +184,7 @@ export const eventDetail: RetrievalEventDetail = {
         subject_boost: 0,
         conversation_boost: 0.02,
         recency: 0.0136,
+        period_boost: 0,
         always_on: 0,
       },
       reason: "matched the query (lexical rank 1); formed in this conversation",

@@ -1,6 +1,6 @@
 import { useState } from "react";
 import { useQuery } from "@tanstack/react-query";
-import { commands, shortId, when, type EntryDetail, type RevisionView as Revision } from "../api";
+import { commands, shortId, toldOn, when, type EntryDetail, type RevisionView as Revision } from "../api";
 import { diffWords } from "../diff";
 import { ErrorNote, Loading } from "../components/Status";
 import { LineageGraph, LineageList } from "../components/LineageGraph";
@@ -30,6 +30,9 @@ function RevisionCard({ revision, previous, current }: { revision: Revision; pre
         {current && <span className="badge ok">current</span>}
         <span className="muted"> {when(revision.created_at)} · <code>{shortId(revision.id)}</code></span>
       </header>
+      <p className="muted" data-testid="learned-at" title="When it was told: what the memory line says to models">
+        Learned {toldOn(revision.learned_at)} (told on that day, UTC)
+      </p>
       <dl>
         <dt>Subject</dt>
         <dd data-testid="subject-diff">

@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from "react";
 import { useInfiniteQuery, useQuery } from "@tanstack/react-query";
 import type { ColumnDef } from "@tanstack/react-table";
-import { commands, shortId, when, type RetrievalEventRow } from "../api";
+import { commands, shortId, toldOn, when, type RetrievalEventRow } from "../api";
 import { DataTable } from "../components/DataTable";
 import { ScoreChart } from "../components/ScoreChart";
 import { Empty, ErrorNote, Loading } from "../components/Status";
@@ -69,6 +69,7 @@ function EventDetail({ eventId, onOpenEntry }: { eventId: string; onOpenEntry: (
             <tr>
               <th>#</th>
               <th>Entry</th>
+              <th>Learned</th>
               <th>Score</th>
               <th>Sources</th>
               <th>Reason</th>
@@ -84,6 +85,7 @@ function EventDetail({ eventId, onOpenEntry }: { eventId: string; onOpenEntry: (
                     {shortId(s.entry_id)} r{s.revision_number}
                   </button>
                 </td>
+                <td data-testid="selection-learned-at">{toldOn(s.learned_at)}</td>
                 <td>{(s.score ?? 0).toFixed(4)}</td>
                 <td>{s.components.sources.join(", ")}</td>
                 <td>{s.reason}</td>

@@ -164,6 +164,14 @@ describe("EntryDetailView", () => {
     expect(within(screen.getByTestId("revision-1")).queryByTestId("body-diff")).toBeNull();
   });
 
+  it("shows the day each revision was learned, as the memory line says it", async () => {
+    mocked.entryDetail.mockResolvedValue(entryDetail);
+    renderWithQuery(<EntryDetailView entryId={entryDetail.entry_id} onClose={() => {}} />);
+    const rev1 = await screen.findByTestId("revision-1");
+    expect(within(rev1).getByTestId("learned-at").textContent).toMatch(/Learned 1 December 2026/);
+    expect(within(screen.getByTestId("revision-2")).getByTestId("learned-at").textContent).toMatch(/2 December 2026/);
+  });
+
   it("shows each distinct lineage source once, with its audience evidence", async () => {
     mocked.entryDetail.mockResolvedValue(entryDetail);
     renderWithQuery(<EntryDetailView entryId={entryDetail.entry_id} onClose={() => {}} />);
@@ -193,6 +201,7 @@ describe("RetrievalEvents", () => {
       "Conversation boost: 0.0200",
       "Recency: 0.0136",
     ]);
+    expect(within(detail).getByTestId("selection-learned-at").textContent).toBe("2 December 2026");
     expect(within(detail).getByTestId("skipped").textContent).toMatch(/5000 tokens \(larger than allowance\)/);
     expect(within(detail).getByTestId("withheld").textContent).toMatch(/eligibility_withheld_unknown × 3/);
   });
@@ -435,6 +444,13 @@ describe("ScoreChart", () => {
     expect(tags[0].textContent).toMatch(/Always-on: 1\.0000/);
     const lexical = within(chart).getByText("Lexical (RRF): 0.0164", { selector: "title" }).parentElement!;
     expect(Number(lexical.getAttribute("width"))).toBeGreaterThan(100);
+  });
+
+  it("draws the period boost as its own segment", () => {
+    const boosted = { ...selection("may", 0.0164, 0.001, 0) };
+    boosted.components = { ...boosted.components, period_boost: 0.0049, period: "May 2023" };
+    const [row] = chartRows([boosted]);
+    expect(row.segments.map((s) => s.key)).toEqual(["lexical", "recency", "period_boost"]);
   });
 
   it("draws nothing but labels when no component contributes", () => {
