@@ -8,22 +8,27 @@
 --
 -- Derived from canonical rows only, never stored a second time: messages and lineage sources
 -- are immutable, so the learned time of a revision can never change or disagree with them.
--- Read per batch (retrieval ranks a bounded window of candidates with it, renders it, and the
--- operator views show it); `revision_sources_revision` and the messages' primary key answer it.
-CREATE FUNCTION memory_learned_at(p_revision uuid)
-RETURNS timestamptz
+--
+-- The one definition, for a batch of revisions (retrieval ranks a bounded window of candidates
+-- with it and renders it, the operator views show it; a single revision is `ARRAY[id]`). A plain
+-- SQL set-returning function so that the planner inlines it into the caller's statement: called
+-- per row through a function boundary it cost twice as much (100 revisions of a 100k store:
+-- 2.9 ms against 1.3 ms). `revision_sources_revision` and the messages' primary key answer it.
+-- Revisions that do not exist are absent.
+CREATE FUNCTION memory_learned_times(p_revisions uuid[])
+RETURNS TABLE (revision_id uuid, learned_at timestamptz)
 LANGUAGE sql
 STABLE
 AS $$
-    SELECT coalesce(
-               (SELECT max(m.sent_at)
-                  FROM revision_sources s
-                  JOIN messages m ON m.id = s.message_id AND m.runtime_agent_id = s.runtime_agent_id
-                 WHERE s.revision_id = r.id AND s.kind = 'message'),
-               r.created_at)
-      FROM memory_entry_revisions r
-     WHERE r.id = p_revision
+    SELECT r.id,
+           coalesce((SELECT max(m.sent_at)
+                       FROM revision_sources s
+                       JOIN messages m ON m.id = s.message_id AND m.runtime_agent_id = s.runtime_agent_id
+                      WHERE s.revision_id = r.id AND s.kind = 'message'),
+                    r.created_at)
+      FROM unnest(p_revisions) AS wanted(id)
+      JOIN memory_entry_revisions r ON r.id = wanted.id
 $$;
 
-COMMENT ON FUNCTION memory_learned_at(uuid) IS
-    'When a revision was learned: the latest sent_at of its message sources, else when it was written.';
+COMMENT ON FUNCTION memory_learned_times(uuid[]) IS
+    'When each revision was learned: the latest sent_at of its message sources, else when it was written.';

@@ -171,6 +171,9 @@ async fn a_configured_tokenizer_counts_real_tokens_and_the_event_records_it() {
         per_entry(&by_tokens)
     );
     assert!(per_entry(&by_tokens) < per_entry(&by_bytes), "real tokens are fewer than bytes");
+    // With the day it was told (issue 33: 138 and 59 before the day; at most 160 and 70).
+    assert!(per_entry(&by_bytes) <= 160, "a dated one-line memory costs at most 160 bytes");
+    assert!(per_entry(&by_tokens) <= 70, "a dated one-line memory costs at most 70 MiniLM tokens");
     assert!(by_bytes.selections.len() >= 20, "at least 20 one-line memories fit 4096 bytes");
     assert!(by_tokens.selections.len() >= 60, "at least 60 one-line memories fit 4096 tokens");
     assert!(by_tokens.cost_tokens <= 4096);

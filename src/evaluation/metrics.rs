@@ -63,7 +63,8 @@ pub struct MetricTotals {
     pub ndcg_at_10: f64,
     /// Mean reciprocal rank.
     pub mrr: f64,
-    /// Mean time per query in milliseconds.
+    /// Mean time per query in milliseconds (the recall-mode search alone, as before answer in
+    /// context added a prompt-mode search per question).
     pub ms_per_query: f64,
     /// Questions with a gold answer whose prompt section was checked (categories 1-4).
     pub answerable: usize,

@@ -325,9 +325,14 @@ pub async fn run_locomo_recorded(
             };
             for (variant, retriever) in &variants {
                 let timer = Instant::now();
+                let millis: f64;
                 let mut section = None;
                 let ranked: Vec<String> = match retriever {
-                    None => bm25.search(&question.question, EVAL_DEPTH),
+                    None => {
+                        let ranked = bm25.search(&question.question, EVAL_DEPTH);
+                        millis = timer.elapsed().as_secs_f64() * 1000.0;
+                        ranked
+                    }
                     Some(retriever) => {
                         let ask = |mode: RetrievalMode| {
                             let mut request =
@@ -339,6 +344,7 @@ pub async fn run_locomo_recorded(
                         request.max_count = EVAL_DEPTH as u32;
                         request.token_budget = crate::retrieval::MAX_TOKEN_BUDGET;
                         let outcome = retriever.search(&request).await?;
+                        millis = timer.elapsed().as_secs_f64() * 1000.0;
                         for category in &outcome.degradation_categories {
                             *report
                                 .degraded
@@ -359,7 +365,6 @@ pub async fn run_locomo_recorded(
                         outcome.used_revisions().iter().filter_map(|r| loaded.turn_of.get(r).cloned()).collect()
                     }
                 };
-                let millis = timer.elapsed().as_secs_f64() * 1000.0;
                 let held = match (&gold, &section) {
                     (Some(gold), Some(section)) => Some(gold.held_by_section(section)),
                     _ => None,

@@ -73,7 +73,7 @@ pub(crate) struct HydratedRow {
     pub source_actor_id: Option<ActorId>,
     pub origin_conversation_id: Option<ConversationId>,
     pub always_on: bool,
-    /// When the revision was learned (`memory_learned_at`): what the line says and ranking uses.
+    /// When the revision was learned (`memory_learned_times`): what the line says and ranking uses.
     pub learned_at: DateTime<Utc>,
 }
 
@@ -460,9 +460,10 @@ pub(crate) async fn hydrate(
     let ids: Vec<Uuid> = revisions.iter().map(|r| r.0).collect();
     sqlx::query_as(
         "SELECT r.id AS revision_id, r.revision_number, r.body, r.subject_actor_id, r.source_actor_id,
-                e.origin_conversation_id, e.always_on, memory_learned_at(r.id) AS learned_at
+                e.origin_conversation_id, e.always_on, t.learned_at
            FROM unnest($4::uuid[]) AS wanted(id)
            JOIN memory_entry_revisions r ON r.id = wanted.id
+          CROSS JOIN LATERAL memory_learned_times(ARRAY[r.id]) AS t
            JOIN memory_entries e ON e.id = r.entry_id AND e.current_revision_id = r.id
           WHERE r.runtime_agent_id = $1 AND e.state = 'live'
             AND memory_eligibility_rule($1, r.id, $2, $3) = 'eligible'",
@@ -476,7 +477,7 @@ pub(crate) async fn hydrate(
 }
 
 /// When each of `revisions` (the agent's) was learned, by the one definition
-/// `memory_learned_at` (migration `20261206100000`): the latest `sent_at` of its message sources,
+/// `memory_learned_times` (migration `20261206100000`): the latest `sent_at` of its message sources,
 /// else when it was written. Ranking reads it for a bounded window of candidates
 /// ([`crate::retrieval::RetrievalConfig::time_rerank_window`]); revisions of another agent are
 /// absent.
@@ -487,9 +488,9 @@ pub(crate) async fn learned_times(
 ) -> Result<std::collections::HashMap<RevisionId, DateTime<Utc>>, sqlx::Error> {
     let ids: Vec<Uuid> = revisions.iter().map(|r| r.0).collect();
     let rows: Vec<(RevisionId, DateTime<Utc>)> = sqlx::query_as(
-        "SELECT r.id, memory_learned_at(r.id)
-           FROM unnest($2::uuid[]) AS wanted(id)
-           JOIN memory_entry_revisions r ON r.id = wanted.id
+        "SELECT t.revision_id, t.learned_at
+           FROM memory_learned_times($2::uuid[]) AS t
+           JOIN memory_entry_revisions r ON r.id = t.revision_id
           WHERE r.runtime_agent_id = $1",
     )
     .bind(agent)

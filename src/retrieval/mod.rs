@@ -167,7 +167,7 @@ pub struct Selection {
     /// Visibility-safe provenance.
     pub provenance: Provenance,
     /// When the revision was learned: the time of the message it was told in, else when it was
-    /// written (`memory_learned_at`). The memory line says this date.
+    /// written (`memory_learned_times`). The memory line says this date.
     pub learned_at: DateTime<Utc>,
     /// Always-on flag.
     pub always_on: bool,
@@ -362,8 +362,8 @@ impl Retriever {
             periods: when::QueryPeriod::find(request.query.trim(), now),
         };
         let ranked = self.rank(gathered.set.into_candidates(), &turn, gathered.relevance_required);
-        let ranked = self.rerank_by_learned_time(ranked, &turn, request.agent).await?;
-        let packed = self.decorate_and_pack(ranked, &context, request).await?;
+        let (ranked, prefetched) = self.rerank_by_learned_time(ranked, &turn, &context, request).await?;
+        let packed = self.decorate_and_pack(ranked, &context, request, prefetched).await?;
         let event_id = RetrievalEventId::generate();
         audit::record(
             self.store.pool(),
@@ -622,25 +622,43 @@ impl Retriever {
     /// Adds recency and the period boost to the best `time_rerank_window` candidates, from when
     /// each was learned (one bounded statement), and reorders them among themselves. The rest
     /// stay below, in their order: the added components are never negative, so no candidate of
-    /// the window can fall below one outside it.
+    /// the window can fall below one outside it. The statement runs beside the hydration of the
+    /// first batch packing will read (by the order before the learned-time components, which
+    /// rarely differs at the top), so it adds no round trip; the hydrated rows are returned for
+    /// [`Self::decorate_and_pack`].
     async fn rerank_by_learned_time(
         &self,
         mut ranked: Vec<(Candidate, Components)>,
         turn: &ScoringContext,
-        agent: AgentId,
-    ) -> Result<Vec<(Candidate, Components)>, RetrievalError> {
+        ctx: &EligibilityContext,
+        request: &SearchRequest,
+    ) -> Result<(Vec<(Candidate, Components)>, Hydrated), RetrievalError> {
         let window = ranked.len().min(self.config.time_rerank_window as usize);
-        if window == 0 {
-            return Ok(ranked);
-        }
-        let ids: Vec<RevisionId> = ranked[..window].iter().map(|(c, _)| c.row.revision_id).collect();
-        let learned = candidates::learned_times(self.store.pool(), agent, &ids).await?;
+        let ids = |n: usize| -> Vec<RevisionId> { ranked[..n].iter().map(|(c, _)| c.row.revision_id).collect() };
+        let (window_ids, first_batch) = (ids(window), ids(ranked.len().min(batch_size(request))));
+        let pool = self.store.pool();
+        let (learned, rows) = tokio::try_join!(
+            async {
+                match window_ids.is_empty() {
+                    true => Ok(HashMap::new()),
+                    false => candidates::learned_times(pool, ctx.agent, &window_ids).await,
+                }
+            },
+            async {
+                match first_batch.is_empty() {
+                    true => Ok(Vec::new()),
+                    false => candidates::hydrate(pool, ctx, &first_batch).await,
+                }
+            }
+        )?;
+        let mut prefetched: Hydrated = first_batch.into_iter().map(|id| (id, None)).collect();
+        prefetched.extend(rows.into_iter().map(|r| (r.revision_id, Some(r))));
         for (candidate, components) in &mut ranked[..window] {
             let learned_at = learned.get(&candidate.row.revision_id).copied().unwrap_or(candidate.row.created_at);
             fusion::add_learned_time(components, learned_at, turn, &self.config);
         }
         sort_ranked(&mut ranked[..window]);
-        Ok(ranked)
+        Ok((ranked, prefetched))
     }
 
     /// Hydrates candidates from canonical rows in rank order, a batch at a time, renders labels
@@ -649,15 +667,17 @@ impl Retriever {
     /// left of the allowance is passed over unread ([`packing::Packer::worth_reading`]): once the
     /// allowance is nearly spent, packing stops instead of reading every remaining candidate to
     /// report it as not fitting. A candidate whose canonical row no longer passes the predicate is
-    /// dropped, never selected.
+    /// dropped, never selected. `hydrated` holds rows already read (the first batch, read beside
+    /// the learned times); they are not read again.
     async fn decorate_and_pack(
         &self,
         ranked: Vec<(Candidate, Components)>,
         ctx: &EligibilityContext,
         request: &SearchRequest,
+        mut hydrated: Hydrated,
     ) -> Result<packing::Packed, RetrievalError> {
         let mut packer = packing::Packer::new(request.max_count, request.token_budget);
-        let batch_size = (request.max_count as usize * 2).clamp(8, 64);
+        let batch_size = batch_size(request);
         let mut labels: HashMap<ActorId, String> = HashMap::new();
         let mut places: HashMap<ConversationId, Provenance> = HashMap::new();
         let overhead = self.config.attribution_overhead_tokens;
@@ -675,12 +695,14 @@ impl Retriever {
                 break;
             }
             let ids: Vec<RevisionId> = batch.iter().map(|(c, _)| c.row.revision_id).collect();
+            let unread: Vec<RevisionId> = ids.iter().filter(|id| !hydrated.contains_key(id)).copied().collect();
+            if !unread.is_empty() {
+                let read = candidates::hydrate(self.store.pool(), ctx, &unread).await?;
+                hydrated.extend(unread.into_iter().map(|id| (id, None)));
+                hydrated.extend(read.into_iter().map(|r| (r.revision_id, Some(r))));
+            }
             let mut rows: HashMap<RevisionId, candidates::HydratedRow> =
-                candidates::hydrate(self.store.pool(), ctx, &ids)
-                    .await?
-                    .into_iter()
-                    .map(|r| (r.revision_id, r))
-                    .collect();
+                ids.iter().filter_map(|id| hydrated.remove(id).flatten().map(|r| (*id, r))).collect();
             tokio::try_join!(
                 self.load_labels(&mut labels, rows.values()),
                 self.load_provenance(&mut places, ctx, rows.values())
@@ -768,6 +790,15 @@ impl Retriever {
         }
         Ok(())
     }
+}
+
+/// Candidates read from canonical rows by [`candidates::hydrate`], by revision: `None` for one
+/// that was read and is no longer eligible (never selected, never read again).
+type Hydrated = HashMap<RevisionId, Option<candidates::HydratedRow>>;
+
+/// How many candidates packing reads from canonical rows at a time.
+fn batch_size(request: &SearchRequest) -> usize {
+    (request.max_count as usize * 2).clamp(8, 64)
 }
 
 /// Best total first; ties by the newer revision, then by id (a stable order).

@@ -1,6 +1,6 @@
 //! When a memory was learned, in words a model cannot misread, and the periods a query names.
 //!
-//! Every revision carries the time it was learned (`memory_learned_at`, migration
+//! Every revision carries the time it was learned (`memory_learned_times`, migration
 //! `20261206100000`: the `sent_at` of the authenticated message it was told in, else the time it
 //! was written). This module turns that instant into what the memory line says and ranking uses:
 //! - [`told_on`]: an absolute date with the month in words, `8 May 2023` (UTC). Absolute, because

@@ -259,7 +259,7 @@ pub struct LineageRevision {
     pub entry_id: EntryId,
     /// Revision number.
     pub revision_number: i32,
-    /// When it was learned (`memory_learned_at`).
+    /// When it was learned (`memory_learned_times`).
     pub learned_at: DateTime<Utc>,
     /// The start of its body.
     pub body_preview: String,
@@ -515,8 +515,10 @@ impl Store {
     /// The revisions a lineage names (parents and retrieved memories), for the graph.
     pub async fn lineage_revisions(&self, revisions: &[RevisionId]) -> Result<Vec<LineageRevision>, StoreError> {
         Ok(sqlx::query_as(
-            "SELECT id, entry_id, revision_number, memory_learned_at(id) AS learned_at, left(body, $2) AS body_preview
-               FROM memory_entry_revisions WHERE id = ANY($1) ORDER BY id",
+            "SELECT r.id, r.entry_id, r.revision_number, t.learned_at, left(r.body, $2) AS body_preview
+               FROM memory_entry_revisions r
+              CROSS JOIN LATERAL memory_learned_times(ARRAY[r.id]) AS t
+              WHERE r.id = ANY($1) ORDER BY r.id",
         )
         .bind(revisions)
         .bind(PREVIEW_CHARS)

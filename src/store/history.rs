@@ -68,7 +68,7 @@ pub struct RevisionView {
     /// When it was written.
     pub created_at: DateTime<Utc>,
     /// When it was learned: the time of the message it was told in (an amendment: the
-    /// correction's), else when it was written (`memory_learned_at`). What the memory line says.
+    /// correction's), else when it was written (`memory_learned_times`). What the memory line says.
     pub learned_at: DateTime<Utc>,
     /// Lineage.
     pub sources: Vec<SourceView>,
@@ -151,9 +151,11 @@ impl Store {
             return Ok(None);
         };
         let revisions: Vec<RevisionRow> = sqlx::query_as(
-            "SELECT id, revision_number, operation::text AS operation, body, subject_actor_id, source_actor_id, created_at,
-                    memory_learned_at(id) AS learned_at
-               FROM memory_entry_revisions WHERE entry_id = $1 ORDER BY revision_number",
+            "SELECT r.id, r.revision_number, r.operation::text AS operation, r.body, r.subject_actor_id, r.source_actor_id,
+                    r.created_at, t.learned_at
+               FROM memory_entry_revisions r
+              CROSS JOIN LATERAL memory_learned_times(ARRAY[r.id]) AS t
+              WHERE r.entry_id = $1 ORDER BY r.revision_number",
         )
         .bind(entry)
         .fetch_all(&self.pool)

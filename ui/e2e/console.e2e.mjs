@@ -151,6 +151,9 @@ test("operator console, end to end in a real window", { timeout: 360000 }, async
     const diff = await text('[data-testid="revision-2"] [data-testid="body-diff"]');
     assert.match(diff, /platform/);
     assert.ok((await count('[data-testid="revision-2"] ins')) > 0, "additions are marked");
+    // Each revision says the day it was learned, as the memory line says it to models.
+    const learned = await text('[data-testid="revision-2"] [data-testid="learned-at"]');
+    assert.match(learned, /Learned \d{1,2} [A-Z][a-z]+ \d{4}/);
     screenshot("03-entry-history");
   });
 
@@ -168,6 +171,7 @@ test("operator console, end to end in a real window", { timeout: 360000 }, async
     await click(`tr[data-row-id="${ids.event_id}"] td:nth-child(2)`);
     await find('[data-testid="event-detail"]');
     await waitFor("chart bars", async () => (await count('[data-testid="score-chart"] rect')) > 0);
+    assert.match(await text('[data-testid="selection-learned-at"]'), /^\d{1,2} [A-Z][a-z]+ \d{4}$/);
     screenshot("05-retrieval-event");
   });
 
