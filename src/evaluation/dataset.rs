@@ -150,26 +150,11 @@ pub fn parse_session_time(text: &str) -> Option<DateTime<Utc>> {
         "pm" => {}
         _ => return None,
     }
-    let month = MONTH_NAMES.iter().position(|m| m.eq_ignore_ascii_case(month))? as u32 + 1;
+    let month = crate::retrieval::when::MONTHS.iter().position(|m| m.eq_ignore_ascii_case(month))? as u32 + 1;
     let date = NaiveDate::from_ymd_opt(year.parse().ok()?, month, day.parse().ok()?)?;
     let time = NaiveTime::from_hms_opt(hour, minute, 0)?;
     Some(NaiveDateTime::new(date, time).and_utc())
 }
-
-const MONTH_NAMES: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
 
 fn session_turns(
     sample: &str,

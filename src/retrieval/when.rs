@@ -20,7 +20,9 @@
 
 use chrono::{DateTime, Datelike, Days, Duration, Months, NaiveDate, TimeZone, Utc, Weekday};
 
-const MONTHS: [&str; 12] = [
+/// The English month names, January first: how lines write a month, and how dates written for
+/// people (LoCoMo's session times, queries) are read.
+pub const MONTHS: [&str; 12] = [
     "January",
     "February",
     "March",

@@ -185,7 +185,7 @@ export type Components = {
 	 *  Added because the memory was learned in a period the query names (0 in events recorded
 	 *  before learned times existed).
 	 */
-	period_boost: number | null,
+	period_boost?: number | null,
 	/**  The period it was learned in, in words (`May 2023`), when the boost applies. */
 	period?: string | null,
 	/**  Added because the entry is always-on. */
@@ -535,7 +535,7 @@ export type LineageRevision = {
 	entry_id: EntryId,
 	/**  Revision number. */
 	revision_number: number,
-	/**  When it was learned (`memory_learned_at`). */
+	/**  When it was learned (`memory_learned_times`). */
 	learned_at: string,
 	/**  The start of its body. */
 	body_preview: string,
@@ -700,7 +700,7 @@ export type RevisionView = {
 	created_at: string,
 	/**
 	 *  When it was learned: the time of the message it was told in (an amendment: the
-	 *  correction's), else when it was written (`memory_learned_at`). What the memory line says.
+	 *  correction's), else when it was written (`memory_learned_times`). What the memory line says.
 	 */
 	learned_at: string,
 	/**  Lineage. */
