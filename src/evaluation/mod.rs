@@ -354,6 +354,7 @@ pub async fn run_locomo_recorded(
                                 .or_default() += 1;
                         }
                         let mut used = outcome.used_revisions();
+                        let ranked = used.iter().filter_map(|r| loaded.turn_of.get(r).cloned()).collect();
                         if gold.is_some() || record.is_some() {
                             // What automatic context assembly would give the model: default allowances.
                             let prompt = retriever.search(&ask(RetrievalMode::Prompt)).await?;
@@ -362,7 +363,7 @@ pub async fn run_locomo_recorded(
                         }
                         let verdicts = revision_verdicts(store.pool(), &context, &used).await?;
                         report.eligibility_violations += verdicts.iter().filter(|v| !v.rule.is_eligible()).count();
-                        outcome.used_revisions().iter().filter_map(|r| loaded.turn_of.get(r).cloned()).collect()
+                        ranked
                     }
                 };
                 let held = match (&gold, &section) {

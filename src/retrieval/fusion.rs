@@ -3,9 +3,8 @@
 //! `score = rrf(lexical) + rrf(semantic) + subject + conversation + recency + period + always_on`,
 //! where `rrf(rank) = weight / (k + rank)` (per-source weights from [`RetrievalConfig`]). The
 //! subject, conversation, recency and period boosts are fractions of the candidate's relevance
-//! (the two RRF terms),
-//! so they scale with it: a boost reorders close matches and never lifts a weak match over a much
-//! better one. For an empty query they are fractions of a best-rank contribution `1 / (k + 1)`.
+//! (the two RRF terms), so they scale with it: a boost reorders close matches and never lifts a
+//! weak match over a much better one. For an empty query they are fractions of a best-rank contribution `1 / (k + 1)`.
 //! Subject mismatch carries no penalty; a subject match only adds.
 
 use chrono::{DateTime, Utc};

@@ -21,9 +21,9 @@ the memory resolves them.";
 /// need (the short entry id and the revision number), then subject, source, the day it was
 /// learned (absolute, month in words: [`when::told_on`]) and place (visibility-safe), then the
 /// relative words of the body resolved against that day, if any (`("yesterday": 7 May 2023)`,
-/// [`when::resolved_phrases_note`]), then the body. Scores, components and reasons are audit data: they stay in
-/// `memory_retrieval_events`, `explain`, `--json` of a search and the console, and cost the
-/// prompt allowance nothing.
+/// [`when::resolved_phrases_note`]), then the body. Scores, components and reasons are audit
+/// data: they stay in `memory_retrieval_events`, `explain`, `--json` of a search and the
+/// console, and cost the prompt allowance nothing.
 ///
 /// Why a line and not a JSON object per memory: the object's keys and quotes cost a model's
 /// tokenizer more than the memory itself (about 75 tokens against 45 for the line with

@@ -126,17 +126,6 @@ fn weekday(word: &str) -> Option<(&'static str, Weekday)> {
     })
 }
 
-fn month(word: &str) -> Option<u32> {
-    MONTHS
-        .iter()
-        .position(|name| {
-            let name = name.to_ascii_lowercase();
-            word == name
-                || (word.len() >= 3 && word != "mar" && word != "may" && name.starts_with(word) && word.len() <= 4)
-        })
-        .map(|i| i as u32 + 1)
-}
-
 /// The time unit a word names (`day`, `weeks`, ...).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Unit {
@@ -304,29 +293,25 @@ impl QueryPeriod {
         let year_at = |i: usize| at(i).parse::<i32>().ok().filter(|y| (1900..=2200).contains(y) && at(i).len() == 4);
         let day_at = |i: usize| at(i).parse::<u32>().ok().filter(|d| (1..=31).contains(d) && at(i).len() <= 2);
         let mut out: Vec<QueryPeriod> = Vec::new();
-        let mut used_years = Vec::new();
         let mut i = 0;
         while i < lower.len() {
             let w = at(i);
             let found: Option<(QueryPeriod, usize)> = if let Some(m) = month_named(w) {
                 // day month [year] | month day[,] [year] | month year | (in|during) month
+                // `span`: the words after the month that belong to it (skipped afterwards).
+                let day_before = || i.checked_sub(1).and_then(day_at);
                 let (day, year, span) = match (day_at(i + 1), year_at(i + 1), year_at(i + 2)) {
                     (Some(d), _, Some(y)) => (Some(d), Some(y), 2),
                     (Some(d), _, None) => (Some(d), None, 1),
-                    (None, Some(y), _) => (None, Some(y), 1),
-                    _ => (i.checked_sub(1).and_then(day_at), None, 0),
+                    (None, Some(y), _) => (day_before(), Some(y), 1),
+                    _ => (day_before(), None, 0),
                 };
-                let day = day.or_else(|| i.checked_sub(1).and_then(day_at));
-                let year = year.or_else(|| year_at(i + 1));
                 let bare = day.is_none() && year.is_none();
                 let ambiguous = matches!(w, "may" | "march");
                 let introduced = i > 0 && matches!(at(i - 1), "in" | "during" | "of" | "since");
                 if bare && (ambiguous || !introduced) {
                     None
                 } else {
-                    if year.is_some() {
-                        used_years.push(i + span);
-                    }
                     let year = year.unwrap_or_else(|| latest_year_of(today, m, day));
                     let period = match day {
                         Some(d) => NaiveDate::from_ymd_opt(year, m, d).map(QueryPeriod::day),
@@ -334,7 +319,7 @@ impl QueryPeriod {
                     };
                     period.map(|p| (p, span))
                 }
-            } else if let Some(y) = year_at(i).filter(|_| !used_years.contains(&i)) {
+            } else if let Some(y) = year_at(i) {
                 QueryPeriod::year(y).map(|p| (p, 0))
             } else {
                 relative_period(&lower, i, today)
@@ -351,13 +336,16 @@ impl QueryPeriod {
     }
 }
 
-/// A month named by its full English name or a common abbreviation (`Sept`, `Oct`).
+/// A month named by its full English name or a common abbreviation (`Sept`, `Oct`; not `mar`,
+/// a word of its own).
 fn month_named(word: &str) -> Option<u32> {
-    match word {
-        "mar" => None,
-        "may" => Some(5),
-        _ => month(word),
-    }
+    MONTHS
+        .iter()
+        .position(|name| {
+            let name = name.to_ascii_lowercase();
+            word == name || ((3..=4).contains(&word.len()) && word != "mar" && name.starts_with(word))
+        })
+        .map(|i| i as u32 + 1)
 }
 
 /// The latest year in which `month` (and `day`) has begun by `today`.
