@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets up and runs every test: installs what is needed, starts a throwaway embedded PostgreSQL,
 # runs fmt, clippy and every suite against it (core, the feature-gated semantic and benchmark
-# suites, the operator console with its real-window end-to-end suite), and stops PostgreSQL again,
-# even on failure.
+# suites, the operator console with its real-window end-to-end suite), and stops every server it
+# started, even on failure. Tests copy their databases from one migrated template and drop them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -16,11 +16,27 @@ step() { echo; echo "== $1 ($(( $(date +%s) - started ))s)"; }
 step "build"
 cargo build --all-targets --locked
 
+# Every server this run starts lives under these directories, and stop_servers stops each one
+# however the run ends: the shared test cluster, a test's private cluster (tests make them under
+# TMPDIR) and the console's.
+# (A short path: a Unix socket's path must stay under 108 bytes.)
+RUN_DIR="$(mktemp -d /tmp/mesh-test-run.XXXXXX)"
+stop_servers() {
+  # A cluster's directory holds pgdata/postmaster.pid while its server runs.
+  find "$RUN_DIR" "$MESH_DATA_DIR" "$CARGO_TARGET_DIR/console-e2e" -path '*/pgdata/postmaster.pid' 2>/dev/null \
+    | while read -r pid_file; do
+        MESH_DATA_DIR="$(dirname "$(dirname "$pid_file")")" "$BIN" db stop >/dev/null 2>&1 || true
+      done
+}
+trap stop_servers EXIT
+
 step "start a throwaway PostgreSQL in $MESH_DATA_DIR"
-"$BIN" db stop >/dev/null 2>&1 || true
+stop_servers
 rm -rf "$MESH_DATA_DIR"
+mkdir -p "$RUN_DIR/tmp"
+chmod 755 "$RUN_DIR" && chmod 1777 "$RUN_DIR/tmp"  # as root, a test cluster's server runs as another user
+export TMPDIR="$RUN_DIR/tmp"
 "$BIN" db start --ephemeral
-trap '"$BIN" db stop >/dev/null 2>&1 || true' EXIT
 DATABASE_URL="$("$BIN" db url)"
 export DATABASE_URL
 
@@ -43,9 +59,12 @@ cargo test --locked --features local-embedder --test semantic_local --test bench
 # Runs against a real Qdrant only when QDRANT_URL is set; otherwise it prints a SKIPPED banner.
 cargo test --locked --features qdrant --test semantic_qdrant -- --nocapture
 
-"$BIN" db stop >/dev/null 2>&1 || true
-trap - EXIT
+stop_servers
 
 step "operator console"
 scripts/test-console.sh
-step "all suites passed"
+stop_servers
+left="$(pgrep -af "postgres -D ($CARGO_TARGET_DIR|$RUN_DIR)" || true)"
+[ -z "$left" ] || { echo "servers left running:"; echo "$left"; exit 1; }
+rm -rf "$RUN_DIR"
+step "all suites passed; no server left running"

@@ -230,6 +230,8 @@ async fn postgres_stopped_mid_turn_leaves_no_partial_write_and_recovers_after_re
     // A private cluster: stopping the shared test server would break every other test.
     let root = std::env::temp_dir().join(format!("mm-fault-{}", uuid::Uuid::new_v4().simple()));
     let cluster = EmbeddedCluster::new(&root).expect("PostgreSQL binaries (run scripts/setup.sh)");
+    // However the test ends, the private server stops and its files go.
+    let _stop = StopOnDrop(cluster.clone(), root.clone());
     cluster.start(true).expect("start the private cluster");
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(4)
@@ -272,6 +274,16 @@ async fn postgres_stopped_mid_turn_leaves_no_partial_write_and_recovers_after_re
     let report = engine(&store, &model).run_turn(inbound).await.expect("the pool recovers after the restart");
     assert_eq!(report.ledger.writes.len(), 1);
     pool.close().await;
-    cluster.stop().unwrap();
-    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Stops a private cluster and removes its directory when dropped, also when a test panics.
+struct StopOnDrop(EmbeddedCluster, std::path::PathBuf);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Err(err) = self.0.stop() {
+            eprintln!("warning: could not stop the private cluster: {err}");
+        }
+        let _ = std::fs::remove_dir_all(&self.1);
+    }
 }

@@ -95,26 +95,28 @@ async fn a_conversation_without_members_admits_no_memory_not_every_memory() {
         .fetch_one(&s.db.pool)
         .await
         .unwrap();
-    let (eligible, rule): (bool, String) = sqlx::query_as(
-        "SELECT memory_revision_eligible($1, $2, $3, '{}'), (memory_eligibility_verdict($1, $2, $3, '{}')).rule",
-    )
-    .bind(s.world.agent)
-    .bind(revision)
-    .bind(empty)
-    .fetch_one(&s.db.pool)
-    .await
-    .unwrap();
-    assert!(!eligible);
+    let rule: String = sqlx::query_scalar("SELECT (memory_eligibility_verdict($1, $2, $3, '{}')).rule")
+        .bind(s.world.agent)
+        .bind(revision)
+        .bind(empty)
+        .fetch_one(&s.db.pool)
+        .await
+        .unwrap();
     assert_eq!(rule, "audience_unknown");
-    let admitted: i64 =
-        sqlx::query_scalar(concat!("SELECT count(*) FROM ", mesh_memory::eligible_searchable_rows!(), " AS p"))
-            .bind(s.world.agent)
-            .bind(empty)
-            .bind(Vec::<uuid::Uuid>::new())
-            .fetch_one(&s.db.pool)
-            .await
-            .unwrap();
-    assert_eq!(admitted, 0, "the projection's eligible rows admit nothing for an empty audience");
+    for through_classes in [false, true] {
+        let admitted: i64 = sqlx::query_scalar(if through_classes {
+            "SELECT count(*) FROM memory_eligible_revisions($1, $2, $3, p_through_classes => true)"
+        } else {
+            "SELECT count(*) FROM memory_eligible_revisions($1, $2, $3, p_through_classes => false)"
+        })
+        .bind(s.world.agent)
+        .bind(empty)
+        .bind(Vec::<uuid::Uuid>::new())
+        .fetch_one(&s.db.pool)
+        .await
+        .unwrap();
+        assert_eq!(admitted, 0, "the set form admits nothing for an empty audience (classes: {through_classes})");
+    }
 }
 
 // 2. Membership times count on the destination side.

@@ -345,11 +345,10 @@ async fn after_an_amend_only_the_current_revisions_embedding_is_used() {
 
 /// The eligible set with its sign bits, as retrieval's eligible-set statement reads it.
 async fn eligible_revisions(db: &TestDb, ctx: &EligibilityContext) -> Vec<EligibleRevision> {
-    let rows: Vec<(RevisionId, Option<SignBits>)> = sqlx::query_as(concat!(
-        "SELECT p.revision_id, p.embedding_bits FROM ",
-        mesh_memory::eligible_class_rows!(),
-        " AS p"
-    ))
+    let rows: Vec<(RevisionId, Option<SignBits>)> = sqlx::query_as(
+        "SELECT p.revision_id, p.embedding_bits
+           FROM memory_eligible_revisions($1, $2, $3, p_through_classes => true) AS p",
+    )
     .bind(ctx.agent())
     .bind(ctx.conversation())
     .bind(ctx.audience_uuids())
@@ -417,13 +416,12 @@ async fn sign_bits_rank_the_shortlist_as_pgvector_ranks_it() {
         assert_eq!(SignBits::of(&vector), quantized, "{query:?}");
         // The Rust shortlist is the SQL ordering `bits <~> query, revision_id` cut at the same size.
         for size in [1, 2, eligible.len() - 1, eligible.len() + 5] {
-            let expected: Vec<RevisionId> = sqlx::query_scalar(concat!(
-                "SELECT p.revision_id FROM ",
-                mesh_memory::eligible_class_rows!(),
-                " AS p WHERE p.embedding_bits IS NOT NULL
+            let expected: Vec<RevisionId> = sqlx::query_scalar(
+                "SELECT p.revision_id FROM memory_eligible_revisions($1, $2, $3, p_through_classes => true) AS p
+                  WHERE p.embedding_bits IS NOT NULL
                   ORDER BY p.embedding_bits::bit(64) <~> binary_quantize($4::text::vector)::bit(64), p.revision_id
-                  LIMIT $5"
-            ))
+                  LIMIT $5",
+            )
             .bind(ctx.agent())
             .bind(ctx.conversation())
             .bind(ctx.audience_uuids())
@@ -469,7 +467,9 @@ async fn a_slow_embedder_past_the_deadline_yields_lexical_results_and_semantic_t
     let s = scene(&db).await;
     let embedder = HashEmbedder::new("hash-64", 64);
     worker(&db, embedder.clone()).drain().await.unwrap();
-    let slow: Arc<dyn Embedder> = Arc::new(SlowEmbedder { inner: embedder, delay: Duration::from_secs(5) });
+    // A provider far slower than any load could make the search itself: the bound below proves
+    // the deadline cut it short without timing the search tightly (4 test threads share 2 cores).
+    let slow: Arc<dyn Embedder> = Arc::new(SlowEmbedder { inner: embedder, delay: Duration::from_secs(120) });
     let config = RetrievalConfig::default();
     assert_eq!(config.semantic_deadline, Duration::from_secs(3), "the spec's deadline is the default");
     let retriever = Retriever::new(db.store.clone(), config).with_semantic_index(Arc::new(PgVectorIndex::new(slow)));
@@ -477,7 +477,7 @@ async fn a_slow_embedder_past_the_deadline_yields_lexical_results_and_semantic_t
     let started = Instant::now();
     let outcome = retriever.search(&recall(&s, "tabs")).await.unwrap();
     let elapsed = started.elapsed();
-    assert!(elapsed < Duration::from_millis(4500), "the deadline cut the provider short: {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(30), "the deadline cut the provider short: {elapsed:?}");
     assert_eq!(outcome.degradation_categories, vec![DegradationCategory::SemanticTimeout]);
     assert_eq!(outcome.used_revisions(), vec![s.tabs.1], "authorized lexical results still come back");
     assert!(outcome.selections[0].components.lexical.is_some() && outcome.selections[0].components.semantic.is_none());
@@ -805,12 +805,13 @@ async fn openai_client_errors_are_typed_and_carry_no_provider_body() {
     let (url, _) = serve(vec![(200, "not json".into(), Duration::ZERO)]).await;
     assert!(matches!(client(&url, 2).embed(&["a".into()]).await, Err(EmbedError::Malformed(_))));
 
-    let slow = vec![(200, OK_BODY.into(), Duration::from_secs(2)); 3];
+    // Far slower than the 500 ms timeout: three attempts end long before one answer would come.
+    let slow = vec![(200, OK_BODY.into(), Duration::from_secs(120)); 3];
     let (url, seen) = serve(slow).await;
     let started = Instant::now();
     let err = client(&url, 2).embed(&["a".into(), "b".into()]).await.unwrap_err();
     assert_eq!(err, EmbedError::Timeout);
-    assert!(started.elapsed() < Duration::from_secs(3), "timeouts are bounded: {:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(30), "timeouts are bounded: {:?}", started.elapsed());
     assert_eq!(seen.lock().unwrap().len(), 3);
 
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -1,10 +1,14 @@
-//! Eligibility: the Rust face of the one SQL predicate `memory_eligibility_verdict`.
+//! Eligibility: the Rust face of the privacy policy, which lives in SQL in two forms (migration
+//! `20261207100000_one_privacy_policy.sql`; `docs/policy.md` reads it in words):
+//! - the set form `memory_eligible_revisions($1 agent, $2 conversation, $3 audience, through_classes)`,
+//!   which every candidate query selects *from*, so an ineligible row is never even read into
+//!   Rust and no score can restore it;
+//! - the per-revision verdict `memory_eligibility_verdict`, which names the first failing rule and
+//!   source; the explain API ([`explain_entry`]), the delivery recheck ([`recheck_delivery`]) and
+//!   hydration use it.
 //!
-//! Candidate queries embed [`ELIGIBLE_SQL`] (via [`eligible_revision_sql!`](crate::eligible_revision_sql))
-//! inside their `WHERE` clause, so an ineligible row is never even read into Rust; no score can
-//! restore it. The explain API ([`explain_entry`]) and the delivery recheck ([`recheck_delivery`])
-//! call `memory_eligibility_verdict`, which applies the same rules source by source so that it can
-//! name the failing one; the inline predicate reads the per-revision evidence summary instead.
+//! Both are built on `memory_released_revisions` (grant coverage) and `memory_first_failing_rule`
+//! (the rule order), each written once.
 
 use std::collections::BTreeSet;
 
@@ -14,144 +18,6 @@ use uuid::Uuid;
 
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RevisionId, SourceId};
 use crate::store::{ClosedAudience, Store, StoreError};
-
-/// The eligibility predicate for a revision aliased `r`, with the parameter convention every
-/// candidate query follows: `$1` runtime agent, `$2` destination conversation, `$3` destination
-/// audience (`uuid[]`; NULL or empty admits nothing). A macro (not only a constant) so that queries can `concat!` it into a
-/// `&'static str` and stay parameterised.
-///
-/// It is the body of the SQL function `memory_revision_eligible` written inline, so that the
-/// planner turns its `EXISTS` clauses into semi-joins over the whole candidate set instead of
-/// calling a function per row (migration `20261202006000_eligibility_audience_summary.sql`
-/// explains the evidence summary it reads). It decides exactly what
-/// `memory_eligibility_verdict` decides; `tests/eligibility.rs` and `tests/adversarial.rs` check
-/// the results against the policy recomputed in Rust.
-#[macro_export]
-macro_rules! eligible_revision_sql {
-    () => {
-        "(r.runtime_agent_id = $1 AND cardinality($3::uuid[]) > 0
-          AND EXISTS (SELECT 1 FROM memory_entries elig_e
-                       WHERE elig_e.id = r.entry_id AND elig_e.runtime_agent_id = $1 AND elig_e.state = 'live'
-                         AND elig_e.current_revision_id = r.id
-                         AND (elig_e.restriction = 'none' OR elig_e.restricted_conversation_id = $2))
-          AND (EXISTS (SELECT 1 FROM revision_audience_summary elig_s
-                        WHERE elig_s.revision_id = r.id AND elig_s.evidence_known AND elig_s.audience @> $3::uuid[])
-               OR EXISTS (SELECT 1 FROM sharing_grants elig_g
-                           WHERE elig_g.revision_id = r.id AND elig_g.runtime_agent_id = $1 AND elig_g.revoked_at IS NULL
-                             AND NOT EXISTS (SELECT 1 FROM unnest($3::uuid[]) AS elig_d(actor_id)
-                                              WHERE NOT EXISTS (SELECT 1 FROM sharing_grant_audience elig_ga
-                                                                 WHERE elig_ga.grant_id = elig_g.id
-                                                                   AND elig_ga.actor_id = elig_d.actor_id)))))"
-    };
-}
-
-/// The eligible rows of the `searchable_revisions` projection, as a `FROM`-clause subquery aliased
-/// by the caller (conventionally `p`), with the same parameters as
-/// [`eligible_revision_sql!`](crate::eligible_revision_sql): `$1` agent, `$2` conversation, `$3`
-/// audience. Candidate queries select *from* it, so a row it rejects is never even a candidate.
-///
-/// Two disjoint branches, so that each can be driven by an index: rows whose known audience
-/// covers the destination (the planner intersects that with the query's other conditions inside
-/// the GIN indexes of migration `20261202007000_searchable_revisions.sql`), and rows released to
-/// exactly this audience by an unrevoked sharing grant (driven from the few grants). Together they
-/// decide what `memory_revision_eligible` decides for current revisions of live entries (the
-/// projection holds no others); `tests/eligibility.rs` and `tests/adversarial.rs` check results
-/// against the policy recomputed in Rust, and retrieval re-checks every selected row against
-/// canonical rows with [`eligible_revision_sql!`](crate::eligible_revision_sql) when it hydrates
-/// the text.
-#[macro_export]
-macro_rules! eligible_searchable_rows {
-    () => {
-        concat!(
-            "(SELECT elig_p.revision_id, elig_p.entry_id, elig_p.body_tsv, elig_p.lexeme_count, elig_p.subject_actor_id,
-                 elig_p.origin_conversation_id, elig_p.always_on, elig_p.created_at
-            FROM searchable_revisions elig_p
-           WHERE elig_p.runtime_agent_id = $1 AND cardinality($3::uuid[]) > 0
-             AND (elig_p.restriction = 'none' OR elig_p.restricted_conversation_id = $2)
-             AND elig_p.evidence_known AND elig_p.audience @> $3::uuid[]
-          UNION ALL ",
-            $crate::eligible_by_grant!(
-                "elig_p.revision_id, elig_p.entry_id, elig_p.body_tsv, elig_p.lexeme_count, elig_p.subject_actor_id,
-                 elig_p.origin_conversation_id, elig_p.always_on, elig_p.created_at"
-            ),
-            ")"
-        )
-    };
-}
-
-/// The same eligible rows as [`eligible_searchable_rows!`](crate::eligible_searchable_rows), with
-/// the ranking features and the quantized embedding (`embedding_bits`, migration
-/// `20261202008200`) but no `body_tsv`, driven by audience classes (migration
-/// `20261202008000_audience_classes.sql`): the classes whose members cover `$3` are found in a
-/// small table (through its GIN index, by `memory_covering_audience_classes`, whatever plan the
-/// statement gets), and their rows are read by an index-only scan of the covering class index. Same
-/// parameters (`$1` agent, `$2` conversation, `$3` audience), aliased by the caller.
-///
-/// The audience branch is equivalent because `audience_class_id` is set exactly when
-/// `evidence_known` and names the class whose members equal the row's audience; the grant branch
-/// is the same. `tests/eligibility.rs` checks that this and
-/// [`eligible_searchable_rows!`](crate::eligible_searchable_rows) both admit exactly the
-/// policy-eligible current revisions.
-#[macro_export]
-macro_rules! eligible_class_rows {
-    () => {
-        concat!(
-            "(SELECT elig_p.revision_id, elig_p.entry_id, elig_p.subject_actor_id,
-                 elig_p.origin_conversation_id, elig_p.always_on, elig_p.created_at, elig_p.embedding_bits
-            FROM memory_covering_audience_classes($1, $3::uuid[]) AS elig_c
-            JOIN searchable_revisions elig_p ON elig_p.audience_class_id = elig_c.id
-           WHERE (elig_p.restriction = 'none' OR elig_p.restricted_conversation_id = $2)
-          UNION ALL ",
-            $crate::eligible_by_grant!(
-                "elig_p.revision_id, elig_p.entry_id, elig_p.subject_actor_id,
-                 elig_p.origin_conversation_id, elig_p.always_on, elig_p.created_at, elig_p.embedding_bits"
-            ),
-            ")"
-        )
-    };
-}
-
-/// The grant branch shared by [`eligible_searchable_rows!`](crate::eligible_searchable_rows) and
-/// [`eligible_class_rows!`](crate::eligible_class_rows): `SELECT <columns>` of the projection rows
-/// (aliased `elig_p`) that the audience branch does not admit but an unrevoked grant covering the
-/// destination releases. One definition, so the two forms cannot drift apart.
-#[macro_export]
-macro_rules! eligible_by_grant {
-    ($columns:literal) => {
-        concat!(
-            "SELECT ",
-            $columns,
-            "
-            FROM searchable_revisions elig_p
-           WHERE elig_p.runtime_agent_id = $1 AND cardinality($3::uuid[]) > 0
-             AND (elig_p.restriction = 'none' OR elig_p.restricted_conversation_id = $2)
-             AND NOT (elig_p.evidence_known AND elig_p.audience @> $3::uuid[])
-             AND elig_p.revision_id IN (SELECT elig_g.revision_id FROM ",
-            $crate::covering_grants!(),
-            " AS elig_g)"
-        )
-    };
-}
-
-/// Unrevoked sharing grants of agent `$1` whose audience covers every destination reader in `$3`:
-/// a subquery with a `revision_id` column, for the grant branch of
-/// [`eligible_searchable_rows!`](crate::eligible_searchable_rows) and for the withheld
-/// diagnostics, which must exclude exactly the rows that branch admits.
-#[macro_export]
-macro_rules! covering_grants {
-    () => {
-        "(SELECT cg.revision_id FROM sharing_grants cg
-           WHERE cg.runtime_agent_id = $1 AND cg.revoked_at IS NULL AND cardinality($3::uuid[]) > 0
-             AND NOT EXISTS (SELECT 1 FROM unnest($3::uuid[]) AS cd(actor_id)
-                              WHERE NOT EXISTS (SELECT 1 FROM sharing_grant_audience cga
-                                                 WHERE cga.grant_id = cg.id AND cga.actor_id = cd.actor_id)))"
-    };
-}
-
-/// See [`eligible_revision_sql!`](crate::eligible_revision_sql): the predicate fragment for a
-/// revision aliased `r` with `$1` agent, `$2` conversation, `$3` audience. Semantic index adapters
-/// embed it in their own SQL so that eligibility runs in the same statement as the vector search.
-pub const ELIGIBLE_SQL: &str = eligible_revision_sql!();
 
 /// Why retrieval-side privacy checks could not answer.
 #[derive(Debug, thiserror::Error)]

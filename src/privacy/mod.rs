@@ -1,16 +1,13 @@
 //! The privacy policy: who may receive which memory revision.
 //!
-//! The eligibility predicate lives in SQL only, never in a Rust post-filter:
-//! - `memory_eligibility_verdict` (migration `20261202001000_retrieval_eligibility.sql`) gives the
-//!   first failing rule and names the failing source; the explain API and the delivery recheck
-//!   ([`eligibility`]) use it;
-//! - the boolean form, SQL function `memory_revision_eligible`, is written inline into every
-//!   candidate query's `WHERE` clause ([`ELIGIBLE_SQL`], so the planner makes semi-joins of it);
-//!   since `20261202006000_eligibility_audience_summary.sql` it answers the same rules from the
-//!   trigger-maintained `revision_audience_summary` for speed.
+//! The policy lives in SQL only, never in a Rust post-filter, in two forms built on one statement
+//! of grant coverage and one of the rule order (migration `20261207100000_one_privacy_policy.sql`;
+//! [`eligibility`] says which caller uses which; `docs/policy.md` states the rules in words, each
+//! with the function that implements it and the test that pins it).
 //!
-//! `tests/eligibility.rs` recomputes the predicate independently in Rust from raw rows and checks
-//! every search result and every explain verdict against it, so the two SQL forms cannot drift.
+//! `tests/eligibility.rs` recomputes the policy independently in Rust from raw rows and compares
+//! both forms, the withheld diagnostics and every search result with it over generated
+//! workspaces, so the forms cannot drift.
 
 pub mod eligibility;
 pub mod repair;
@@ -18,5 +15,5 @@ pub mod sharing;
 
 pub use eligibility::{
     explain_entry, recheck_delivery, revision_verdicts, AudienceChange, DeliveryRecheck, EligibilityContext,
-    EntryExplanation, FailingSource, PrivacyError, Rule, StaleRevision, Verdict, ELIGIBLE_SQL,
+    EntryExplanation, FailingSource, PrivacyError, Rule, StaleRevision, Verdict,
 };

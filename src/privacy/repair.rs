@@ -1,8 +1,8 @@
 //! Legacy audience repair and operator evidence review.
 //!
 //! The rules live in SQL (`memory_direct_proof`, `memory_repair_audience_evidence`,
-//! `memory_review_source_evidence`, migration `20261202005000_legacy_audience_repair.sql`;
-//! `memory_keep_source_evidence_unknown`, migration `20261205160000`) so that the forward
+//! `memory_review_source_evidence`, `memory_keep_source_evidence_unknown`; today's definitions are
+//! in `schema/current.sql`, `docs/policy.md` says where they sit in the policy) so that the forward
 //! migration, the CLI and the console apply exactly the same proof. This module runs them: a dry
 //! run executes the real repair inside a transaction and rolls it back, so what it reports is
 //! precisely what a real run would change.

@@ -2,8 +2,9 @@
 //! `sharing_request_audience`, `sharing_grants`, `sharing_grant_audience`, `operator_actions`).
 //!
 //! The model can only create a *pending* request (tool `request_memory_sharing`, in an
-//! authenticated direct conversation). A grant comes into existence only through the SQL functions
-//! of migration `20261202002100_sharing_roles_and_grants.sql`:
+//! authenticated direct conversation). A grant comes into existence only through SQL functions
+//! (first defined in migration `20261202002100_sharing_roles_and_grants.sql`; today's definitions
+//! are in `schema/current.sql`):
 //! - [`confirm_by_source_actor`]: connector-authenticated inbound messages, in direct
 //!   conversations, after the request, from every voice of the revision whose evidence does not
 //!   already cover the target audience (the senders of its lineage's messages, followed through

@@ -1,10 +1,10 @@
-//! Candidate sources, each one SQL statement that selects *from* the eligible rows of the
-//! `searchable_revisions` projection (parameters `$1` agent, `$2` conversation, `$3` audience, see
-//! [`crate::eligible_searchable_rows`]). A rejected row never reaches Rust, so no score can
+//! Candidate sources, each one SQL statement that selects *from* the policy's set form, the SQL
+//! function `memory_eligible_revisions` (parameters `$1` agent, `$2` conversation, `$3` audience;
+//! see [`crate::privacy::eligibility`]). A rejected row never reaches Rust, so no score can
 //! restore it. Every source returns at most `per_source_limit` rows, best first, with the features
 //! fusion ranks on but no text: [`hydrate`] reads the text of the rows that packing considers from
-//! canonical rows, re-checking the canonical rules (`memory_eligibility_rule`) in the same
-//! statement.
+//! canonical rows, re-checking each with the policy's verdict (`memory_eligibility_verdict`) in
+//! the same statement.
 
 use std::collections::BTreeMap;
 
@@ -17,20 +17,19 @@ use super::sign_bits::SignBits;
 use super::EligibleRevision;
 use crate::ids::{ActorId, ConversationId, EntryId, RevisionId};
 use crate::privacy::EligibilityContext;
-use crate::{covering_grants, eligible_class_rows, eligible_searchable_rows};
 
-/// The columns every candidate query returns, from the eligible projection rows aliased `p`
-/// ([`crate::eligible_searchable_rows!`]).
+/// The columns every candidate query returns, from the eligible projection rows aliased `p`.
 macro_rules! candidate_columns {
     () => {
         "p.entry_id, p.revision_id, p.subject_actor_id, p.origin_conversation_id, p.always_on, p.created_at"
     };
 }
 
-/// `FROM` the eligible rows of the projection, aliased `p` (parameters `$1`..`$3`).
+/// `FROM` the eligible rows of the projection, aliased `p` (parameters `$1`..`$3`), read through
+/// the audience array, which the full-text index carries beside the text.
 macro_rules! from_eligible {
     () => {
-        concat!(" FROM ", eligible_searchable_rows!(), " AS p ")
+        " FROM memory_eligible_revisions($1, $2, $3, p_through_classes => false) AS p "
     };
 }
 
@@ -146,7 +145,7 @@ struct EligibleSetRow {
 }
 
 /// The whole eligible set of this destination, or `None` when it has more than `limit` rows. One
-/// statement over audience classes ([`crate::eligible_class_rows!`]): an index-only scan of a few
+/// statement over the set form read through audience classes: an index-only scan of a few
 /// pages per class, so the subject, conversation and always-on sources and the semantic search are
 /// answered from it without a statement of their own. `with_sign_bits` also returns each row's
 /// quantized embedding (carried in the same index; 48 bytes at 384 dimensions).
@@ -163,9 +162,8 @@ pub(crate) async fn eligible_set(
                 "SELECT p.entry_id, p.revision_id, p.subject_actor_id, p.origin_conversation_id, p.always_on,
                         p.created_at, ",
                 $bits,
-                " AS embedding_bits FROM ",
-                eligible_class_rows!(),
-                " AS p LIMIT $4"
+                " AS embedding_bits
+                   FROM memory_eligible_revisions($1, $2, $3, p_through_classes => true) AS p LIMIT $4"
             )
         };
     }
@@ -370,46 +368,20 @@ pub(crate) async fn lexical(
 }
 
 /// Counts, by rejecting rule, full-text matches among the agent's live current revisions that the
-/// predicate withheld: up to `limit` whose audience evidence is unknown (found through their own
-/// small index with the whole query, so `unknown_evidence`, which decides
-/// `eligibility_withheld_unknown`, is exact and never crowded out) and up to `limit` others
-/// (`memory_withheld_known_matches`: one term at a time, a term with more than 2,000 matches
-/// sampled, so these counts are lower bounds). Revisions a grant releases to this audience are
-/// read once (`released`) and left out of both. Bounded whatever the archive size. The rule names
-/// come from the one definition `memory_eligibility_rule` uses (`memory_current_revision_rule`,
-/// migration `20261205110000`), given what each match is known to be: not released, and, when
-/// its evidence is known, not covering the audience (which is why it was withheld). Only
-/// categories and counts leave this function, never text or ids.
+/// policy withheld (SQL `memory_withheld_rules`, which names each by the policy's rule order):
+/// exact for `unknown_evidence`, which decides `eligibility_withheld_unknown`, lower bounds for the
+/// others, bounded whatever the archive size. Only categories and counts leave this function,
+/// never text or ids.
 pub(crate) async fn withheld_lexical(
     pool: &PgPool,
     ctx: &EligibilityContext,
     query: &LexicalQuery,
     limit: u32,
 ) -> Result<BTreeMap<String, i64>, sqlx::Error> {
-    let rows: Vec<(String, i64)> = sqlx::query_as(concat!(
-        "WITH released AS (SELECT ARRAY(SELECT g.revision_id FROM ",
-        covering_grants!(),
-        " g) AS ids)
-         SELECT memory_current_revision_rule(
-                    coalesce(cardinality($3::uuid[]), 0) > 0,
-                    w.restriction = 'conversation_only' AND w.restricted_conversation_id IS DISTINCT FROM $2,
-                    false,
-                    CASE WHEN w.evidence_known THEN 1
-                         ELSE (SELECT s.source_count FROM revision_audience_summary s WHERE s.revision_id = w.revision_id)
-                    END,
-                    w.evidence_known,
-                    false) AS rule, count(*)
-           FROM ((SELECT w.revision_id, w.restriction, w.restricted_conversation_id, w.evidence_known
-                    FROM searchable_revisions w
-                   WHERE w.runtime_agent_id = $1 AND NOT w.evidence_known AND w.body_tsv @@ (SELECT $4::tsquery)
-                     AND w.revision_id <> ALL ((SELECT r.ids FROM released r)::uuid[])
-                   LIMIT $5)
-                 UNION ALL
-                 SELECT k.revision_id, k.restriction, k.restricted_conversation_id, true
-                   FROM memory_withheld_known_matches($1, $2, $3, $6::text[]::tsquery[],
-                                                      (SELECT r.ids FROM released r), $5) AS k) AS w
-          GROUP BY 1 ORDER BY 1"
-    ))
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT w.rule, w.matches
+           FROM memory_withheld_rules($1, $2, $3, $4::tsquery, $6::text[]::tsquery[], $5) AS w",
+    )
     .bind(ctx.agent)
     .bind(ctx.conversation)
     .bind(ctx.audience_uuids())
@@ -434,9 +406,8 @@ pub(crate) async fn eligible_rows_of(
         "SELECT ",
         candidate_columns!(),
         " FROM unnest($4::uuid[]) WITH ORDINALITY AS hit(id, position)
-          JOIN ",
-        eligible_searchable_rows!(),
-        " AS p ON p.revision_id = hit.id
+          JOIN memory_eligible_revisions($1, $2, $3, p_through_classes => false) AS p
+            ON p.revision_id = hit.id
          ORDER BY hit.position"
     ))
     .bind(ctx.agent)
@@ -447,10 +418,9 @@ pub(crate) async fn eligible_rows_of(
     .await
 }
 
-/// Reads the text and attribution of `revisions` from canonical rows, re-checking eligibility in
-/// the same statement with `memory_eligibility_rule` (the canonical rules, read from canonical
-/// rows, evaluated per row: the batch is small, and an inlined `OR EXISTS` form would make the
-/// planner hash the whole evidence summary): a revision that stopped being eligible since its
+/// Reads the text and attribution of `revisions` from canonical rows, re-checking each in the same
+/// statement with the policy's verdict (`memory_eligibility_verdict`, read from canonical rows,
+/// evaluated per row: the batch is small): a revision that stopped being eligible since its
 /// candidate query (or that the projection admitted wrongly) is simply absent.
 pub(crate) async fn hydrate(
     pool: &PgPool,
@@ -466,7 +436,7 @@ pub(crate) async fn hydrate(
           CROSS JOIN LATERAL memory_learned_times(ARRAY[r.id]) AS t
            JOIN memory_entries e ON e.id = r.entry_id AND e.current_revision_id = r.id
           WHERE r.runtime_agent_id = $1 AND e.state = 'live'
-            AND memory_eligibility_rule($1, r.id, $2, $3) = 'eligible'",
+            AND (memory_eligibility_verdict($1, r.id, $2, $3)).rule = 'eligible'",
     )
     .bind(ctx.agent)
     .bind(ctx.conversation)

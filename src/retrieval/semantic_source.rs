@@ -10,8 +10,8 @@
 //! Contract for implementations (pgvector, Qdrant): the request carries the
 //! [`EligibilityContext`] and what retrieval already knows of the eligible set ([`EligibleRows`]:
 //! its rows when it read them in this search). An SQL-backed index must search only eligible
-//! rows: those rows, or the eligible rows of [`crate::eligible_searchable_rows!`] /
-//! [`crate::eligible_class_rows!`] in the same statement as its similarity search. Whatever an
+//! rows: those rows, or the eligible rows of the policy's set form (SQL
+//! `memory_eligible_revisions`) in the same statement as its similarity search. Whatever an
 //! implementation returns, retrieval keeps a hit only if the eligible set admits it, re-checks
 //! the canonical rules when it hydrates the text, and keeps at most the requested number of
 //! distinct hits even if a provider ignores the limit.

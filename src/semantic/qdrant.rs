@@ -5,7 +5,7 @@
 //! is a revision (point id = revision UUID) with a payload mirroring what eligibility needs first:
 //! `runtime_agent_id`, `entry_id`, `current` and `live`. Searches filter on that payload, then
 //! revalidate every hit against the canonical rows with the one eligibility predicate
-//! ([`crate::eligible_revision_sql!`]) after the provider work, and cap distinct valid hits at the
+//! (the set form, SQL `memory_eligible_revisions`) after the provider work, and cap distinct valid hits at the
 //! requested limit before retrieval hydrates them. The payload is only a pre-filter: a stale flag
 //! (an amend racing a search) can make Qdrant return an ineligible point, never make one eligible.
 

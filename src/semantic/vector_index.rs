@@ -2,7 +2,8 @@
 //!
 //! [`PgVectorIndex`] searches the active generation in PostgreSQL over eligible rows only: the
 //! eligible set retrieval read in this search (shortlisted by sign bits, then re-ranked by exact
-//! cosine for those revisions alone), or the eligible rows ([`crate::eligible_searchable_rows!`])
+//! cosine for those revisions alone), or the eligible rows (the policy's set form, SQL
+//! `memory_eligible_revisions`)
 //! in the same SQL statement as the cosine ordering; an ineligible revision is never a hit.
 //! External indexes (Qdrant) implement [`VectorMirror`] for the worker's writes and
 //! [`SemanticIndex`] for search, revalidating every hit against canonical rows. Either way,
@@ -28,7 +29,6 @@ use crate::retrieval::{
     EligibleRevision, EligibleRows, SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest,
     SignBits,
 };
-use crate::{eligible_revision_sql, eligible_searchable_rows};
 use uuid::Uuid;
 
 pub use crate::retrieval::MAX_ELIGIBLE_REVISIONS;
@@ -255,11 +255,11 @@ pub async fn exceeds_cap(request: &SemanticRequest<'_>, cap: usize) -> Result<bo
 /// the audience's GIN index), stopping at `cap + 1`.
 pub async fn eligible_set_exceeds(pool: &PgPool, ctx: &EligibilityContext, cap: usize) -> Result<bool, sqlx::Error> {
     let probe = i64::try_from(cap).unwrap_or(i64::MAX - 1) + 1;
-    let eligible: i64 = sqlx::query_scalar(concat!(
-        "SELECT count(*) FROM (SELECT 1 FROM ",
-        eligible_searchable_rows!(),
-        " AS p LIMIT $4) AS eligible"
-    ))
+    let eligible: i64 = sqlx::query_scalar(
+        "SELECT count(*)
+           FROM (SELECT 1 FROM memory_eligible_revisions($1, $2, $3, p_through_classes => false) AS p LIMIT $4)
+             AS eligible",
+    )
     .bind(ctx.agent)
     .bind(ctx.conversation)
     .bind(ctx.audience_uuids())
@@ -294,13 +294,12 @@ async fn nearest_eligible(
     let sql = format!(
         "SELECT d.revision_id, (1 - d.distance)::float4 AS similarity
            FROM (SELECT p.revision_id, x.embedding <=> (SELECT $4::text::vector({dim})) AS distance
-                   FROM {eligible} AS p
+                   FROM memory_eligible_revisions($1, $2, $3, p_through_classes => false) AS p
                    JOIN revision_embeddings x ON x.generation_id = {id} AND x.revision_id = p.revision_id
                  OFFSET 0) AS d
           WHERE d.distance <= $6
           ORDER BY d.distance, d.revision_id
-          LIMIT $5",
-        eligible = eligible_searchable_rows!()
+          LIMIT $5"
     );
     let rows: Vec<(RevisionId, f32)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(ctx.agent)
@@ -420,13 +419,10 @@ pub async fn revalidate(
     hits: Vec<SemanticHit>,
 ) -> Result<Vec<SemanticHit>, sqlx::Error> {
     let ids: Vec<Uuid> = hits.iter().map(|h| h.revision_id.0).collect();
-    let eligible: Vec<RevisionId> = sqlx::query_scalar(concat!(
-        "SELECT r.id FROM unnest($4::uuid[]) AS hit(id)
-           JOIN memory_entry_revisions r ON r.id = hit.id
-           JOIN memory_entries e ON e.id = r.entry_id AND e.current_revision_id = r.id
-          WHERE r.runtime_agent_id = $1 AND e.state = 'live' AND ",
-        eligible_revision_sql!()
-    ))
+    let eligible: Vec<RevisionId> = sqlx::query_scalar(
+        "SELECT p.revision_id FROM unnest($4::uuid[]) AS hit(id)
+           JOIN memory_eligible_revisions($1, $2, $3, p_through_classes => false) AS p ON p.revision_id = hit.id",
+    )
     .bind(ctx.agent)
     .bind(ctx.conversation)
     .bind(ctx.audience_uuids())

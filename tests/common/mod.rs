@@ -16,7 +16,8 @@ use mesh_memory::{ActorId, AgentId, ConversationId, EntryId, IdentityId, Message
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
 
-/// A private, migrated database for one test.
+/// A private, migrated database for one test, dropped when the test ends (kept, and named on
+/// stderr, when the test fails, for inspection).
 pub struct TestDb {
     pub pool: PgPool,
     pub store: Store,
@@ -24,6 +25,35 @@ pub struct TestDb {
     pub options: PgConnectOptions,
     /// A URL for this database (for driving the CLI in tests).
     pub url: String,
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("test database {} kept for inspection (the test failed)", self.name);
+            return;
+        }
+        // Drop runs inside the test's runtime, which cannot be blocked on: a thread of its own
+        // drops the database (FORCE ends this test's remaining connections).
+        let name = self.name.clone();
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            runtime
+                .block_on(async {
+                    let mut admin = admin_options().connect().await?;
+                    // The name was generated from a UUID by test_db, never from input.
+                    sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
+                        .execute(&mut admin)
+                        .await
+                        .map(|_| ())
+                })
+                .map_err(std::io::Error::other)
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(()))) {
+            eprintln!("warning: could not drop test database {}: {dropped:?}", self.name);
+        }
+    }
 }
 
 /// The admin URL with its database name replaced.
@@ -50,23 +80,120 @@ pub fn admin_url() -> String {
     })
 }
 
-/// Creates a fresh database named after the test and applies every migration.
+fn admin_options() -> PgConnectOptions {
+    PgConnectOptions::from_str(&admin_url()).expect("DATABASE_URL parses")
+}
+
+/// The name of the template database holding today's migrations: `mm_template_` and a digest of
+/// every migration file, so a changed or added migration gets a template of its own.
+fn template_name() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        use sha2::{Digest, Sha256};
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+        let mut files: Vec<_> = std::fs::read_dir(&dir).expect("migrations/").map(|e| e.unwrap().path()).collect();
+        files.sort();
+        let mut digest = Sha256::new();
+        for file in files {
+            digest.update(file.file_name().unwrap().as_encoded_bytes());
+            digest.update(std::fs::read(&file).unwrap());
+        }
+        format!("mm_template_{}", &hex::encode(digest.finalize())[..16])
+    })
+}
+
+/// Makes sure the template database exists: migrated once per cluster and migration set, under an
+/// advisory lock so that parallel test processes build it once. Older templates are dropped.
+async fn ensure_template() {
+    static READY: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    READY
+        .get_or_init(|| async {
+            let template = template_name();
+            let mut admin = admin_options().connect().await.expect("connect to the test cluster");
+            sqlx::query("SELECT pg_advisory_lock(hashtext('mesh-memory test template'))")
+                .execute(&mut admin)
+                .await
+                .unwrap();
+            let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+                .bind(template)
+                .fetch_one(&mut admin)
+                .await
+                .unwrap();
+            if !exists {
+                let stale: Vec<String> = sqlx::query_scalar(
+                    "SELECT datname FROM pg_database WHERE datname LIKE 'mm\\_template\\_%' AND datname <> $1",
+                )
+                .bind(template)
+                .fetch_all(&mut admin)
+                .await
+                .unwrap();
+                // Names read from pg_database, all of the form mm_template_<hex>.
+                for old in stale {
+                    for statement in [
+                        format!("ALTER DATABASE {old} IS_TEMPLATE false"),
+                        format!("DROP DATABASE IF EXISTS {old} WITH (FORCE)"),
+                    ] {
+                        sqlx::query(sqlx::AssertSqlSafe(statement)).execute(&mut admin).await.unwrap();
+                    }
+                }
+                let building = format!("{template}_building");
+                for statement in
+                    [format!("DROP DATABASE IF EXISTS {building} WITH (FORCE)"), format!("CREATE DATABASE {building}")]
+                {
+                    sqlx::query(sqlx::AssertSqlSafe(statement)).execute(&mut admin).await.unwrap();
+                }
+                let pool = PgPoolOptions::new()
+                    .max_connections(1)
+                    .connect_with(admin_options().database(&building))
+                    .await
+                    .expect("connect to the template being built");
+                mesh_memory::database::migrate(&pool).await.expect("migrations apply");
+                pool.close().await;
+                for statement in [
+                    format!("ALTER DATABASE {building} RENAME TO {template}"),
+                    format!("ALTER DATABASE {template} IS_TEMPLATE true"),
+                ] {
+                    sqlx::query(sqlx::AssertSqlSafe(statement)).execute(&mut admin).await.unwrap();
+                }
+            }
+            sqlx::query("SELECT pg_advisory_unlock(hashtext('mesh-memory test template'))")
+                .execute(&mut admin)
+                .await
+                .unwrap();
+        })
+        .await;
+}
+
+/// Creates a fresh database named after the test, copied from the migrated template (migrating
+/// every file per test cost more than most tests themselves). It is dropped when the test ends.
 pub async fn test_db() -> TestDb {
-    let admin_options = PgConnectOptions::from_str(&admin_url()).expect("DATABASE_URL parses");
+    ensure_template().await;
+    let db = database_from(template_name()).await;
+    // Already at head: this only checks that the template's history matches the binary's.
+    mesh_memory::database::migrate(&db.pool).await.expect("migrations apply");
+    db
+}
+
+/// A fresh, empty database (no migration applied): for restoring a dump into, as an upgrading
+/// user's store would be. Dropped when the test ends, like [`test_db`]'s.
+pub async fn empty_db() -> TestDb {
+    database_from("template0").await
+}
+
+/// A new database copied from `template` (a name generated here, never input), connected.
+async fn database_from(template: &str) -> TestDb {
     let name = format!("mm_test_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = admin_options.connect().await.expect("connect to the test cluster");
-    // The name is generated above from a UUID, never from input.
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+    let mut admin = admin_options().connect().await.expect("connect to the test cluster");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name} TEMPLATE {template}")))
         .execute(&mut admin)
         .await
         .expect("create test database");
-    let options = admin_options.database(&name);
+    let options = admin_options().database(&name);
     let pool = PgPoolOptions::new()
         .max_connections(10)
         .connect_with(mesh_memory::database::with_session_settings(options.clone()))
         .await
         .expect("connect to the test database");
-    mesh_memory::database::migrate(&pool).await.expect("migrations apply");
     let url = url_for_database(&admin_url(), &name);
     TestDb { store: Store::new(pool.clone()), pool, name, options, url }
 }
