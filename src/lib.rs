@@ -11,6 +11,7 @@ pub mod evaluation;
 pub mod ids;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+pub mod operator;
 pub mod pg;
 pub mod privacy;
 pub mod retrieval;

@@ -69,3 +69,46 @@ fn the_store_is_the_bottom_layer_and_shell_facing_modules_sit_on_top() {
     }
     assert!(broken.is_empty(), "a lower layer imports a higher one:\n{}", broken.join("\n"));
 }
+
+/// Lines of the file `path` (comments left out) that contain `needle`, as `file:line: text`.
+fn file_references(path: &str, needle: &str) -> Vec<String> {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("reading {path}: {e}"));
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| line.split("//").next().unwrap_or("").contains(needle))
+        .map(|(n, line)| format!("{path}:{}: {}", n + 1, line.trim()))
+        .collect()
+}
+
+/// The shells: the console's commands and session, the CLI. (The MCP server does no operator
+/// action; it authenticates tokens and serves the runtime's tools.)
+const SHELLS: [&str; 3] = ["src-tauri/src/commands.rs", "src-tauri/src/state.rs", "src/bin/mesh-memory.rs"];
+
+#[test]
+fn the_shells_do_operator_actions_through_the_operator_layer_only() {
+    // Every operator action and the reads it is decided from have one way in: src/operator.
+    let direct = [
+        "decide_as_operator",
+        "approve_as_operator",
+        "deny_as_operator",
+        "revoke_access_token_as_operator",
+        "repair::review_evidence",
+        ".issue_access_token(",
+        ".speaker_binding(",
+        ".list_sharing_requests(",
+        "store::connect_as",
+        "store::operator_rights",
+    ];
+    let mut bypasses = Vec::new();
+    for shell in SHELLS {
+        for call in direct {
+            bypasses.extend(file_references(shell, call));
+        }
+    }
+    assert!(bypasses.is_empty(), "a shell bypasses the operator layer:\n{}", bypasses.join("\n"));
+    for shell in SHELLS {
+        assert!(!file_references(shell, "operator").is_empty(), "{shell} does not use the operator layer");
+    }
+    assert!(!file_references("src/operator/mod.rs", "pub async fn revoke_access_token").is_empty());
+}

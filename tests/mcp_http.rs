@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use common::{test_db, TestDb, World};
-use mesh_memory::store::Topology;
+use mesh_memory::operator::{OperatorError, OperatorSession};
+use mesh_memory::store::{StoreError, Topology};
 use serde_json::{json, Value};
 
 /// The server process; killed when the test ends, whatever happens.
@@ -138,8 +139,11 @@ async fn bearer_tokens_bind_http_requests_and_bad_ones_get_401_with_nothing_writ
     assert_eq!(elsewhere[0]["json"]["memories"], json!([]));
 
     // No token, a made-up one, a revoked one: 401, and nothing was read or written.
-    assert!(db.store.revoke_access_token(victor_token.id).await.unwrap());
-    assert!(!db.store.revoke_access_token(victor_token.id).await.unwrap(), "revoking twice changes nothing");
+    let (role, password, _) = common::login_role_with_password(&db, "mm_tok", "mesh_operator").await;
+    let session = OperatorSession::sign_in(&db.options, &role, &password).await.unwrap();
+    session.revoke_access_token(victor_token.id, "rotating keys").await.unwrap();
+    let again = session.revoke_access_token(victor_token.id, "again").await;
+    assert!(matches!(again, Err(OperatorError::Store(StoreError::InvalidInput { field: "token", .. }))));
     let before = footprint(&db).await;
     for token in ["-", "mmt_made-up", victor_token.secret.as_str()] {
         let probed = node(&["probe", &server.endpoint, token]);
@@ -156,36 +160,76 @@ async fn bearer_tokens_bind_http_requests_and_bad_ones_get_401_with_nothing_writ
     assert_eq!(node(&["probe", &server.endpoint, &priya_token.secret])["status"], 200);
 }
 
+/// `(action, role, reason)` of every operator action on `target`.
+async fn actions_on(db: &TestDb, target: uuid::Uuid) -> Vec<(String, String, String, String)> {
+    sqlx::query_as(
+        "SELECT action, role_name, target_kind, reason FROM operator_actions WHERE target_id = $1 ORDER BY acted_at",
+    )
+    .bind(target)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
-async fn an_operator_revokes_a_token_under_their_own_role_and_the_runtime_cannot() {
+async fn the_cli_and_the_console_revoke_a_token_the_same_audited_way_and_the_runtime_cannot() {
     let db = test_db().await;
     let world = World::new(&db.store, "assistant").await;
     world.person("Priya", "U456").await;
     let priya = world.person("Priya Two", "U457").await;
     let dm = world.conversation("D-PRIYA", Topology::Direct, &[&priya]).await;
-    let token = db.store.issue_access_token(world.agent, dm, "U457", "laptop").await.unwrap();
+    let by_console = db.store.issue_access_token(world.agent, dm, "U457", "laptop").await.unwrap();
+    let by_cli = db.store.issue_access_token(world.agent, dm, "U457", "desktop").await.unwrap();
 
     // The runtime role may record a token's use, never revoke or re-bind it.
     let (_, runtime) = common::login_role(&db, "mm_tok", "mesh_runtime").await;
     let refused = sqlx::query("UPDATE mcp_access_tokens SET revoked_at = now() WHERE id = $1")
-        .bind(token.id)
+        .bind(by_console.id)
         .execute(&runtime)
         .await
         .unwrap_err();
     assert_eq!(refused.as_database_error().and_then(|d| d.code()).as_deref(), Some("42501"));
 
-    let (role, operator) = common::login_role(&db, "mm_tok", "mesh_operator").await;
-    let no_reason = mesh_memory::store::Store::revoke_access_token_as_operator(&operator, token.id, " ").await;
-    assert!(matches!(no_reason, Err(mesh_memory::store::StoreError::InvalidInput { field: "reason", .. })));
-    mesh_memory::store::Store::revoke_access_token_as_operator(&operator, token.id, "laptop lost").await.unwrap();
-    let (action, actor, reason): (String, String, String) =
-        sqlx::query_as("SELECT action, role_name, reason FROM operator_actions WHERE target_id = $1")
-            .bind(token.id)
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
-    assert_eq!((action.as_str(), actor, reason.as_str()), ("revoke_access_token", role, "laptop lost"));
-    assert_eq!(db.store.authenticate_access_token(&token.secret).await.unwrap(), None, "revoked at once");
-    let again = mesh_memory::store::Store::revoke_access_token_as_operator(&operator, token.id, "again").await;
-    assert!(matches!(again, Err(mesh_memory::store::StoreError::InvalidInput { field: "token", .. })));
+    // The console's revoke: the operator layer under the operator's own role.
+    let (role, password, _) = common::login_role_with_password(&db, "mm_tok", "mesh_operator").await;
+    let session = OperatorSession::sign_in(&db.options, &role, &password).await.unwrap();
+    let no_reason = session.revoke_access_token(by_console.id, " ").await;
+    assert!(matches!(no_reason, Err(OperatorError::Store(StoreError::InvalidInput { field: "reason", .. }))));
+    assert_eq!(session.revoke_access_token(by_console.id, "laptop lost").await.unwrap(), role);
+    assert_eq!(db.store.authenticate_access_token(&by_console.secret).await.unwrap(), None, "revoked at once");
+
+    // The CLI's revoke: the same layer, signed in from MESH_OPERATOR_PASSWORD.
+    let cli = |token: uuid::Uuid, password: &str| {
+        Command::new(env!("CARGO_BIN_EXE_mesh-memory"))
+            .args(["mcp", "token", "revoke", &token.to_string(), "--reason", "desktop lost", "--operator", &role])
+            .env("DATABASE_URL", &db.url)
+            .env("MESH_OPERATOR_PASSWORD", password)
+            .output()
+            .unwrap()
+    };
+    let wrong = cli(by_cli.id, "not-the-password");
+    assert!(!wrong.status.success(), "a wrong password revokes nothing");
+    assert!(actions_on(&db, by_cli.id).await.is_empty());
+    let revoked = cli(by_cli.id, &password);
+    assert!(revoked.status.success(), "{}", String::from_utf8_lossy(&revoked.stderr));
+    assert_eq!(db.store.authenticate_access_token(&by_cli.secret).await.unwrap(), None, "revoked at once");
+
+    // Both shells left the same row: the operator's own role, the action, the kind, the reason.
+    let console_row = actions_on(&db, by_console.id).await;
+    let cli_row = actions_on(&db, by_cli.id).await;
+    assert_eq!(
+        console_row,
+        vec![("revoke_access_token".into(), role.clone(), "mcp_access_token".into(), "laptop lost".into())]
+    );
+    assert_eq!(
+        cli_row,
+        vec![("revoke_access_token".into(), role.clone(), "mcp_access_token".into(), "desktop lost".into())]
+    );
+
+    // A browse-only role is refused by the layer, with the reason, and nothing is written.
+    let (reader, reader_password, _) = common::login_role_with_password(&db, "mm_tok", "mesh_console_reader").await;
+    let reader = OperatorSession::sign_in(&db.options, &reader, &reader_password).await.unwrap();
+    let third = db.store.issue_access_token(world.agent, dm, "U457", "tablet").await.unwrap();
+    assert!(matches!(reader.revoke_access_token(third.id, "no").await, Err(OperatorError::Forbidden(_))));
+    assert!(actions_on(&db, third.id).await.is_empty());
 }

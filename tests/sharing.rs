@@ -490,6 +490,13 @@ async fn an_amender_cannot_release_another_persons_words_alone_every_voice_confi
     let from_victor = authenticated_dm(&s, s.dm_victor, &s.victor, "Yes, share it.").await;
     let recorded = confirm_by_source_actor(&s.db.pool, request, from_victor).await.unwrap();
     assert_eq!(recorded, sharing::Confirmation::Recorded { missing: vec![s.priya.actor] });
+    // The operator's queue (console and CLI alike) says who the request still waits for, read under
+    // a browse-only role's own privileges.
+    let (reader, reader_pool) = common::login_role(&s.db, "mm_queue", "mesh_console_reader").await;
+    let queue = mesh_memory::operator::sharing_queue(&Store::new(reader_pool), None).await.unwrap();
+    let waiting = queue.iter().find(|q| q.id == request.0).unwrap_or_else(|| panic!("{reader} sees the request"));
+    assert_eq!(waiting.missing_voices, vec![s.priya.actor]);
+    assert_eq!(waiting.missing_voice_names, vec!["Priya (id U456)".to_owned()]);
     let grants: i64 = sqlx::query_scalar("SELECT count(*) FROM sharing_grants WHERE revision_id = $1")
         .bind(revision)
         .fetch_one(&s.db.pool)

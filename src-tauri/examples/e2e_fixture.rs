@@ -20,6 +20,8 @@
 //!   operator actions logged on it.
 //! - `token <token-id>`: whether that access token is revoked and the operator actions logged on
 //!   it (role, action, reason).
+//! - `expire-role <role>` / `restore-role <role>`: expire a login role's password and end its
+//!   connections (the console's session ends under the operator), or make it valid again.
 //! - `browse-timing`: times memory-browser pages (first, deep keyset, each filter) on whatever
 //!   the database holds, for the scale check at a million revisions.
 //!
@@ -402,6 +404,30 @@ async fn browse_timing(store: &Store) -> Result<serde_json::Value> {
     Ok(out.into())
 }
 
+/// What an administrator does to end a console session: the role's password expires (`VALID
+/// UNTIL` in the past) and its open connections are terminated, so the console's next connection
+/// is refused. `expired = false` restores it (`VALID UNTIL 'infinity'`).
+async fn expire_role(admin: &sqlx::PgPool, role: &str, expired: bool) -> Result<serde_json::Value> {
+    let until = if expired { "2000-01-01" } else { "infinity" };
+    let (statement,): (String,) = sqlx::query_as("SELECT format('ALTER ROLE %I VALID UNTIL %L', $1::text, $2::text)")
+        .bind(role)
+        .bind(until)
+        .fetch_one(admin)
+        .await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(statement)).execute(admin).await?;
+    let ended: i64 = if expired {
+        sqlx::query_scalar(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1) t",
+        )
+        .bind(role)
+        .fetch_one(admin)
+        .await?
+    } else {
+        0
+    };
+    Ok(serde_json::json!({ "role": role, "valid_until": until, "connections_ended": ended }))
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -421,9 +447,11 @@ async fn main() -> Result<()> {
         }
         Some("evidence") => evidence(&db.pool, args.get(1).ok_or("evidence needs a revision id")?).await,
         Some("token") => token(&db.pool, args.get(1).ok_or("token needs a token id")?).await,
+        Some("expire-role") => expire_role(&db.pool, args.get(1).ok_or("expire-role needs a role")?, true).await,
+        Some("restore-role") => expire_role(&db.pool, args.get(1).ok_or("restore-role needs a role")?, false).await,
         _ => Err("usage: e2e_fixture seed | grant <request-id> | request <request-id> | amend <entry-id> \
                   | forget <entry-id> | approve-as-other-operator <request-id> | evidence <revision-id> \
-                  | token <token-id> | browse-timing"
+                  | token <token-id> | expire-role <role> | restore-role <role> | browse-timing"
             .into()),
     };
     db.close().await;

@@ -1,11 +1,13 @@
-//! The IPC commands: each is one call into the core crate (`mesh_memory::views` for the operator
-//! views, the store's read side for lists), under the signed-in operator's own login role.
+//! The IPC commands: each is one call into the core crate under the signed-in operator's own
+//! login role: the operator layer (`mesh_memory::operator`) for every action and the queues the
+//! CLI shares, `mesh_memory::views` and the store's read side for the browser's views.
 
-use mesh_memory::privacy::repair::{self, EvidenceReviewDecision, ReviewedSource};
-use mesh_memory::privacy::sharing::{self, SharingRequestId};
+use mesh_memory::operator;
+use mesh_memory::privacy::repair::{EvidenceReviewDecision, ReviewedSource};
+use mesh_memory::privacy::sharing::SharingRequestId;
 use mesh_memory::store::{
     ActorChoice, AgentSummary, BrowseFilter, ConversationChoice, EntryPage, EvidenceReviewPage, OperatorRights,
-    SharingRequestView, Store,
+    SharingRequestView,
 };
 use mesh_memory::views::{
     self, AccessTokenRow, EntryDetail, EvidenceReviewDetail, Explanation, RetrievalEventDetail, RetrievalEventList,
@@ -25,15 +27,6 @@ const PAGE: u32 = 50;
 /// `NotFound` for an id that names nothing (the UI shows the message).
 fn not_found(what: &str, id: impl std::fmt::Display) -> ConsoleError {
     ConsoleError::new(ErrorKind::NotFound, format!("no {what} {id}"))
-}
-
-/// The sharing queue's state filter: `pending` when none is chosen, every state for `all`.
-fn sharing_state(state: Option<&str>) -> Option<&str> {
-    match state {
-        None | Some("") => Some("pending"),
-        Some("all") => None,
-        Some(other) => Some(other),
-    }
 }
 
 /// Database, first-run and session state.
@@ -130,7 +123,7 @@ pub async fn review_source_evidence(
     decision: EvidenceReviewDecision,
     note: String,
 ) -> Res<ReviewedSource> {
-    Ok(repair::review_evidence(console.evidence_reviewer().await?.pool(), source_id, &decision, &note).await?)
+    Ok(console.session().await?.review_evidence(source_id, &decision, &note).await?)
 }
 
 /// One page of retrieval events.
@@ -160,14 +153,15 @@ pub async fn explain(
     entry_id: EntryId,
     conversation_id: ConversationId,
 ) -> Res<Explanation> {
-    Ok(views::explanation(&console.store().await?, None, entry_id, conversation_id).await?)
+    Ok(operator::explain(&console.store().await?, None, entry_id, conversation_id).await?)
 }
 
-/// Sharing requests (`pending` by default; `all` for every state).
+/// Sharing requests (`pending` by default; `all` for every state), each pending one with the
+/// voices it still waits for.
 #[tauri::command]
 #[specta::specta]
 pub async fn sharing_requests(console: State<'_, Console>, state: Option<String>) -> Res<Vec<SharingRequestView>> {
-    Ok(console.store().await?.list_sharing_requests(sharing_state(state.as_deref())).await?)
+    Ok(operator::sharing_queue(&console.store().await?, state.as_deref()).await?)
 }
 
 /// Approve (creating a revision-scoped grant) or deny a pending request, with a reason. Runs as
@@ -180,9 +174,8 @@ pub async fn decide_sharing_request(
     approve: bool,
     reason: String,
 ) -> Res<dto::Decision> {
-    let (store, role) = console.approver().await?;
-    let grant = sharing::decide_as_operator(store.pool(), request_id, approve, &reason).await?;
-    Ok(dto::Decision::new(request_id, grant, role))
+    let decision = console.session().await?.decide_sharing(request_id, approve, &reason).await?;
+    Ok(dto::Decision::new(request_id, decision.grant, decision.decided_by))
 }
 
 /// MCP access tokens (of `agent`, or of every agent), newest first, revoked ones included, with
@@ -190,7 +183,7 @@ pub async fn decide_sharing_request(
 #[tauri::command]
 #[specta::specta]
 pub async fn access_tokens(console: State<'_, Console>, agent: Option<AgentId>) -> Res<Vec<AccessTokenRow>> {
-    Ok(views::access_tokens(&console.store().await?, agent).await?)
+    Ok(operator::access_tokens(&console.store().await?, agent).await?)
 }
 
 /// Revoke an MCP access token at once, with a required reason. Runs the `SECURITY DEFINER`
@@ -203,7 +196,6 @@ pub async fn revoke_access_token(
     token_id: uuid::Uuid,
     reason: String,
 ) -> Res<dto::TokenRevocation> {
-    let (store, role) = console.token_revoker().await?;
-    Store::revoke_access_token_as_operator(store.pool(), token_id, &reason).await?;
-    Ok(dto::TokenRevocation { token_id, revoked_by: role })
+    let revoked_by = console.session().await?.revoke_access_token(token_id, &reason).await?;
+    Ok(dto::TokenRevocation { token_id, revoked_by })
 }

@@ -20,6 +20,10 @@ pub struct ConsoleStatus {
     pub needs_first_operator: bool,
     /// The current session, if signed in: the role and what it may do.
     pub session: Option<OperatorRights>,
+    /// Why the last session ended without a sign-out (the database stopped accepting its role:
+    /// password changed or expired, login revoked), for the sign-in prompt that returns the
+    /// operator to where they were.
+    pub session_ended: Option<String>,
 }
 
 /// What an operator decided about a sharing request.

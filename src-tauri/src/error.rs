@@ -114,6 +114,19 @@ impl From<mesh_memory::privacy::repair::RepairError> for ConsoleError {
     }
 }
 
+impl From<mesh_memory::operator::OperatorError> for ConsoleError {
+    fn from(err: mesh_memory::operator::OperatorError) -> Self {
+        use mesh_memory::operator::OperatorError as E;
+        match err {
+            E::Forbidden(why) => Self::new(ErrorKind::Forbidden, why),
+            E::Store(e) => e.into(),
+            E::Sharing(e) => e.into(),
+            E::Repair(e) => e.into(),
+            E::Privacy(e) => e.into(),
+        }
+    }
+}
+
 /// Maps a PostgreSQL failure to a console error: a refused privilege is `Forbidden`, a failed
 /// login is reported as such (without echoing credentials), anything else as a database error.
 pub fn database_error(err: &sqlx::Error) -> ConsoleError {

@@ -2,6 +2,7 @@
 //! and the operator session, if someone signed in.
 
 use mesh_memory::database::{self, OpenDatabase};
+use mesh_memory::operator::{OperatorError, OperatorSession};
 use mesh_memory::store::{self, Store};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::PgPool;
@@ -10,18 +11,12 @@ use tokio::sync::{Mutex, RwLock};
 use crate::dto;
 use crate::error::{database_error, ConsoleError, ErrorKind};
 
-/// A signed-in operator: a pool authenticated as their own login role.
-pub struct OperatorSession {
-    /// Reads go through the operator's own privileges, never the application's.
-    pub store: Store,
-    /// What the role may do.
-    pub rights: store::OperatorRights,
-}
-
 /// Everything the commands share.
 pub struct Console {
     opened: Result<Opened, String>,
     session: RwLock<Option<OperatorSession>>,
+    /// Why the last session ended without a sign-out.
+    ended: RwLock<Option<String>>,
     database: Mutex<Option<OpenDatabase>>,
 }
 
@@ -49,12 +44,14 @@ impl Console {
                 Self {
                     opened: Ok(Opened { admin, server, embedded, label }),
                     session: RwLock::new(None),
+                    ended: RwLock::new(None),
                     database: Mutex::new(Some(db)),
                 }
             }
             Err(err) => Self {
                 opened: Err(format!("cannot open the memory database: {err}")),
                 session: RwLock::new(None),
+                ended: RwLock::new(None),
                 database: Mutex::new(None),
             },
         }
@@ -63,7 +60,7 @@ impl Console {
     /// Closes every pool and stops the embedded cluster if this process started it.
     pub async fn close(&self) {
         if let Some(session) = self.session.write().await.take() {
-            session.store.pool().close().await;
+            session.close().await;
         }
         if let Some(db) = self.database.lock().await.take() {
             db.close().await;
@@ -74,9 +71,12 @@ impl Console {
         self.opened.as_ref().map_err(|e| ConsoleError::new(ErrorKind::Database, e.clone()))
     }
 
-    /// Where the console stands (database, first-run need, session).
+    /// Where the console stands (database, first-run need, session). A session whose role the
+    /// database no longer accepts ends here, with the reason the sign-in prompt shows.
     pub async fn status(&self) -> dto::ConsoleStatus {
-        let session = self.session.read().await.as_ref().map(|s| s.rights.clone());
+        self.end_refused_session().await;
+        let session = self.session.read().await.as_ref().map(|s| s.rights().clone());
+        let session_ended = self.ended.read().await.clone();
         match &self.opened {
             Err(e) => dto::ConsoleStatus {
                 database_error: Some(e.clone()),
@@ -84,6 +84,7 @@ impl Console {
                 database_label: String::new(),
                 needs_first_operator: false,
                 session,
+                session_ended,
             },
             Ok(o) => {
                 let needs_first_operator =
@@ -94,6 +95,7 @@ impl Console {
                     database_label: o.label.clone(),
                     needs_first_operator,
                     session,
+                    session_ended,
                 }
             }
         }
@@ -122,72 +124,64 @@ impl Console {
     /// Signs in with the operator's own PostgreSQL login role.
     pub async fn sign_in(&self, role: &str, password: &str) -> Result<store::OperatorRights, ConsoleError> {
         let o = self.opened()?;
-        let role = role.trim();
-        if role.is_empty() || password.is_empty() {
+        if role.trim().is_empty() || password.is_empty() {
             return Err(ConsoleError::new(ErrorKind::Invalid, "enter your role name and password"));
         }
-        let pool = match store::connect_as(&o.server, role, password).await {
-            Ok(pool) => pool,
-            Err(store::StoreError::Database(err)) => return Err(database_error(&err)),
+        let session = match OperatorSession::sign_in(&o.server, role, password).await {
+            Ok(session) => session,
+            Err(OperatorError::Store(store::StoreError::Database(err))) => return Err(database_error(&err)),
             Err(err) => return Err(err.into()),
         };
-        let rights = store::operator_rights(&pool).await?;
-        let session = rights.clone();
-        if let Some(old) = self.session.write().await.replace(OperatorSession { store: Store::new(pool), rights }) {
-            old.store.pool().close().await;
+        let rights = session.rights().clone();
+        if let Some(old) = self.session.write().await.replace(session) {
+            old.close().await;
         }
-        Ok(session)
+        *self.ended.write().await = None;
+        Ok(rights)
     }
 
     /// Ends the session.
     pub async fn sign_out(&self) {
         if let Some(old) = self.session.write().await.take() {
-            old.store.pool().close().await;
+            old.close().await;
         }
+        *self.ended.write().await = None;
+    }
+
+    /// Ends the session if the database refuses its role now (a connection of the role's pool
+    /// cannot be had: password changed or expired, login revoked, role dropped). Connections the
+    /// server still holds open keep working, as PostgreSQL's own sessions do.
+    async fn end_refused_session(&self) {
+        let Some(session) = self.session.read().await.clone() else { return };
+        let probe = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            sqlx::query("SELECT 1").execute(session.store().pool()),
+        )
+        .await;
+        let refused = match probe {
+            Ok(Err(err)) => database_error(&err).kind == ErrorKind::NotSignedIn,
+            _ => false,
+        };
+        if refused {
+            if let Some(old) = self.session.write().await.take() {
+                old.close().await;
+            }
+            *self.ended.write().await = Some(format!(
+                "Your session as {} ended: the database no longer accepts this role (its password changed or \
+                 expired, or it may no longer log in). Sign in again to go on; what you typed is kept.",
+                session.role()
+            ));
+        }
+    }
+
+    /// The signed-in operator's session, or `NotSignedIn`. Actions check its rights themselves
+    /// ([`OperatorSession`]); reads go through its store.
+    pub async fn session(&self) -> Result<OperatorSession, ConsoleError> {
+        self.session.read().await.clone().ok_or_else(|| ConsoleError::new(ErrorKind::NotSignedIn, "sign in first"))
     }
 
     /// The signed-in operator's store, or `NotSignedIn`.
     pub async fn store(&self) -> Result<Store, ConsoleError> {
-        self.session
-            .read()
-            .await
-            .as_ref()
-            .map(|s| s.store.clone())
-            .ok_or_else(|| ConsoleError::new(ErrorKind::NotSignedIn, "sign in first"))
-    }
-
-    /// The signed-in operator's store and role name, if the role may decide sharing requests;
-    /// otherwise `Forbidden` with the reason the UI shows.
-    pub async fn approver(&self) -> Result<(Store, String), ConsoleError> {
-        self.permitted(|rights| rights.can_approve, "this role may not approve").await
-    }
-
-    /// The signed-in operator's store, if the role may review audience evidence; otherwise
-    /// `Forbidden` with the reason the UI shows. (The database refuses it again on its own.)
-    pub async fn evidence_reviewer(&self) -> Result<Store, ConsoleError> {
-        let (store, _) =
-            self.permitted(|rights| rights.can_review_evidence, "this role may not review evidence").await?;
-        Ok(store)
-    }
-
-    /// The signed-in operator's store and role name, if the role may revoke MCP access tokens;
-    /// otherwise `Forbidden` with the reason the UI shows. (The database refuses it again.)
-    pub async fn token_revoker(&self) -> Result<(Store, String), ConsoleError> {
-        self.permitted(|rights| rights.can_revoke_tokens, "this role may not revoke access tokens").await
-    }
-
-    /// The session's store and role name when `allowed` holds for its rights.
-    async fn permitted(
-        &self,
-        allowed: impl Fn(&store::OperatorRights) -> bool,
-        otherwise: &str,
-    ) -> Result<(Store, String), ConsoleError> {
-        let guard = self.session.read().await;
-        let session = guard.as_ref().ok_or_else(|| ConsoleError::new(ErrorKind::NotSignedIn, "sign in first"))?;
-        if !allowed(&session.rights) {
-            let why = session.rights.limitation.clone().unwrap_or_else(|| otherwise.into());
-            return Err(ConsoleError::new(ErrorKind::Forbidden, why));
-        }
-        Ok((session.store.clone(), session.rights.role.clone()))
+        Ok(self.session().await?.store().clone())
     }
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use mesh_memory::database::{self, OpenDatabase};
+use mesh_memory::operator;
 use mesh_memory::pg::EmbeddedCluster;
 use mesh_memory::store::{EntryHistory, EvidenceView, Store};
 use mesh_memory::EntryId;
@@ -242,10 +243,18 @@ enum TokenAction {
         #[arg(long)]
         agent: Option<String>,
     },
-    /// Revoke a token now: its next request gets 401.
+    /// Revoke a token now: its next request gets 401. Runs as your own operator login role
+    /// (member of `mesh_operator`; its password from MESH_OPERATOR_PASSWORD), which the database
+    /// records with the reason in `operator_actions`, exactly as the console's revoke does.
     Revoke {
         /// Token id (from `list`).
         id: String,
+        /// Why (a ticket reference, say); required, 1 to 2000 characters.
+        #[arg(long)]
+        reason: String,
+        /// Your operator login role.
+        #[arg(long, env = "MESH_OPERATOR_ROLE")]
+        operator: String,
     },
 }
 
@@ -1080,19 +1089,33 @@ async fn turn(store: &Store, id: mesh_memory::turn::TurnId, json: bool) -> Resul
 async fn mcp(store: &Store, agent: &str, conversation: &str, speaker: &str) -> Result<()> {
     let agent = store.find_runtime_agent(agent).await?;
     let conversation = store.find_conversation(agent, conversation).await?;
-    let connector = store.conversation(agent, conversation).await?.connector;
-    let Some((_, actor)) = store.resolve_identity(&connector, speaker).await? else {
-        anyhow::bail!(
-            "no {connector} identity {speaker:?}: the bound speaker must be a connector identity of this store"
-        );
+    let checked = operator::mcp_binding(store, agent, conversation, speaker)
+        .await
+        .with_context(|| format!("cannot bind the MCP session to {speaker:?}"))?;
+    let binding = mesh_memory::mcp::McpBinding {
+        agent,
+        conversation,
+        connector: checked.connector,
+        external_id: checked.external_id,
     };
-    if store.destination_audience(agent, conversation, Some(actor)).await?.closed.is_some() {
-        anyhow::bail!("{speaker} is not a member of that conversation now: every search would return nothing");
-    }
-    let binding = mesh_memory::mcp::McpBinding { agent, conversation, connector, external_id: speaker.to_owned() };
     eprintln!("mesh-memory MCP server on stdio, bound to {speaker} in {conversation}");
     mesh_memory::mcp::serve_stdio(retriever_from_environment(store)?, store.clone(), binding).await?;
     Ok(())
+}
+
+/// Signs in to the store's server as the operator's own login role, its password read from
+/// MESH_OPERATOR_PASSWORD (never a command-line argument, which other users of the machine can
+/// read).
+#[cfg(feature = "mcp")]
+async fn operator_session(store: &Store, role: &str) -> Result<operator::OperatorSession> {
+    let password = std::env::var("MESH_OPERATOR_PASSWORD")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .context("set MESH_OPERATOR_PASSWORD to the operator role's password")?;
+    let server = (*store.pool().connect_options()).clone();
+    operator::OperatorSession::sign_in(&server, role, &password)
+        .await
+        .with_context(|| format!("cannot sign in as operator role {role:?}"))
 }
 
 /// `mesh-memory mcp token ...`.
@@ -1102,7 +1125,7 @@ async fn mcp_token(store: &Store, action: TokenAction, json: bool) -> Result<()>
         TokenAction::Create { agent, conversation, speaker, label } => {
             let agent = store.find_runtime_agent(&agent).await?;
             let conversation = store.find_conversation(agent, &conversation).await?;
-            let issued = store.issue_access_token(agent, conversation, &speaker, &label).await?;
+            let issued = operator::issue_access_token(store, agent, conversation, &speaker, &label).await?;
             if json {
                 return print_json(&serde_json::json!({"id": issued.id, "token": issued.secret}));
             }
@@ -1135,12 +1158,16 @@ async fn mcp_token(store: &Store, action: TokenAction, json: bool) -> Result<()>
                 );
             }
         }
-        TokenAction::Revoke { id } => {
+        TokenAction::Revoke { id, reason, operator: role } => {
             let id: uuid::Uuid = id.trim().parse().with_context(|| format!("{id:?} is not a token id"))?;
-            if !store.revoke_access_token(id).await? {
-                anyhow::bail!("no live token {id} (unknown, or revoked already)");
+            let session = operator_session(store, &role).await?;
+            let revoked = session.revoke_access_token(id, &reason).await;
+            session.close().await;
+            let revoked_by = revoked?;
+            if json {
+                return print_json(&serde_json::json!({"token_id": id, "revoked_by": revoked_by}));
             }
-            println!("token {id} revoked");
+            println!("token {id} revoked by {revoked_by}");
         }
     }
     Ok(())

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::{Store, StoreError};
-use crate::ids::{ActorId, AgentId, ConversationId};
+use crate::ids::{ActorId, AgentId, ConversationId, IdentityId};
 
 /// What a valid token stands for: who speaks, where.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +59,24 @@ pub struct AccessTokenView {
     pub revoked_at: Option<DateTime<Utc>>,
 }
 
+/// A checked binding of an MCP session: the agent, the conversation every call is made in, and
+/// the authenticated speaker (a member of it when checked).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpeakerBinding {
+    /// The runtime agent whose memory is used.
+    pub agent: AgentId,
+    /// The conversation.
+    pub conversation: ConversationId,
+    /// Its connector (`slack`, ...).
+    pub connector: String,
+    /// The speaker's id on that connector.
+    pub external_id: String,
+    /// Their connector identity.
+    pub identity: IdentityId,
+    /// Their actor.
+    pub actor: ActorId,
+}
+
 /// A token just issued: its id and the secret, which is shown this once and never stored.
 #[derive(Clone, Debug)]
 pub struct IssuedToken {
@@ -89,14 +107,7 @@ impl Store {
         if label.chars().count() > 200 {
             return Err(StoreError::invalid("label", "must be at most 200 characters"));
         }
-        let connector = self.conversation(agent, conversation).await?.connector;
-        let Some((identity, actor)) = self.resolve_identity(&connector, external_id.trim()).await? else {
-            return Err(StoreError::invalid("speaker", format!("no {connector} identity with this id")));
-        };
-        // A token for someone who is not a member now would only ever get closed audiences.
-        if self.destination_audience(agent, conversation, Some(actor)).await?.closed.is_some() {
-            return Err(StoreError::invalid("speaker", "is not a member of this conversation now"));
-        }
+        let binding = self.speaker_binding(agent, conversation, external_id).await?;
         let secret = format!("mmt_{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple());
         let id = Uuid::now_v7();
         sqlx::query(
@@ -107,11 +118,33 @@ impl Store {
         .bind(token_hash(&secret))
         .bind(agent)
         .bind(conversation)
-        .bind(identity)
+        .bind(binding.identity)
         .bind(label.trim())
         .execute(&self.pool)
         .await?;
         Ok(IssuedToken { id, secret })
+    }
+
+    /// Who an MCP session (a token, or `mcp --as` over stdio) speaks as: the speaker with connector
+    /// id `external_id` on the conversation's connector. `UnknownReference` when the conversation is
+    /// not the agent's; `InvalidInput` when no such identity exists or the speaker is not a member
+    /// of the conversation now (every search would get a closed audience). The one check of a
+    /// binding (`operator::mcp_binding`).
+    pub async fn speaker_binding(
+        &self,
+        agent: AgentId,
+        conversation: ConversationId,
+        external_id: &str,
+    ) -> Result<SpeakerBinding, StoreError> {
+        let external_id = external_id.trim();
+        let connector = self.conversation(agent, conversation).await?.connector;
+        let Some((identity, actor)) = self.resolve_identity(&connector, external_id).await? else {
+            return Err(StoreError::invalid("speaker", format!("no {connector} identity with this id")));
+        };
+        if self.destination_audience(agent, conversation, Some(actor)).await?.closed.is_some() {
+            return Err(StoreError::invalid("speaker", "is not a member of this conversation now"));
+        }
+        Ok(SpeakerBinding { agent, conversation, connector, external_id: external_id.to_owned(), identity, actor })
     }
 
     /// The binding of a live token, recording its use; `None` for a token that is unknown or
@@ -154,19 +187,7 @@ impl Store {
         .await?)
     }
 
-    /// Revokes a token at once: its next request gets 401. `false` when there is no such live
-    /// token (unknown, or revoked already).
-    pub async fn revoke_access_token(&self, id: Uuid) -> Result<bool, StoreError> {
-        let revoked =
-            sqlx::query("UPDATE mcp_access_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL")
-                .bind(id)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
-        Ok(revoked > 0)
-    }
-
-    /// An operator's revocation, from the console: through the SECURITY DEFINER function
+    /// An operator's revocation (`operator::OperatorSession::revoke_access_token`): through the SECURITY DEFINER function
     /// `mesh_operator_revoke_access_token` under the operator's own login role (`operator_pool`),
     /// which records that role and `reason` in `operator_actions`. `InvalidInput` for a missing
     /// reason or a token revoked already, `UnknownReference` for an unknown token. Nothing is

@@ -562,6 +562,12 @@ pub struct SharingRequestView {
     pub proposed_audience: Vec<ActorId>,
     /// Their labels (`Name (id U123)`), same order.
     pub proposed_audience_names: Vec<String>,
+    /// For a pending request, the voices (people whose words the revision holds and whose
+    /// evidence does not cover the proposed audience) who have not confirmed yet: the request
+    /// waits for them, or for an operator. Empty once decided.
+    pub missing_voices: Vec<ActorId>,
+    /// Their labels (`Name (id U123)`), same order.
+    pub missing_voice_names: Vec<String>,
     /// When it was made.
     pub created_at: DateTime<Utc>,
     /// When it lapses.
@@ -598,8 +604,18 @@ impl Store {
                                                 aa.id::text) || ')'
                                        ORDER BY aa.display_name, qa.actor_id)
                              FILTER (WHERE qa.actor_id IS NOT NULL), '{}') AS proposed_audience_names,
+                    missing.ids AS missing_voices,
+                    ARRAY(SELECT va.display_name || ' (id ' ||
+                                 coalesce((SELECT ci.external_id FROM connector_identities ci
+                                            WHERE ci.actor_id = va.id ORDER BY ci.created_at, ci.id LIMIT 1),
+                                          va.id::text) || ')'
+                            FROM unnest(missing.ids) WITH ORDINALITY AS mv(actor_id, position)
+                            JOIN actors va ON va.id = mv.actor_id
+                           ORDER BY mv.position) AS missing_voice_names,
                     q.created_at, q.expires_at, q.decided_at, q.decided_by, q.decision_reason
                FROM sharing_requests q
+              CROSS JOIN LATERAL (SELECT CASE WHEN q.state = 'pending' THEN memory_sharing_missing_voices(q.id)
+                                              ELSE '{}'::uuid[] END AS ids) AS missing
                JOIN runtime_agents ra ON ra.id = q.runtime_agent_id
                JOIN memory_entry_revisions r ON r.id = q.revision_id
                JOIN actors ra_by ON ra_by.id = q.requested_by_actor_id
@@ -608,7 +624,8 @@ impl Store {
                LEFT JOIN sharing_request_audience qa ON qa.request_id = q.id
                LEFT JOIN actors aa ON aa.id = qa.actor_id
               WHERE $1::text IS NULL OR q.state::text = $1
-              GROUP BY q.id, ra.name, r.entry_id, r.revision_number, r.body, ra_by.display_name, rc.title, tc.title
+              GROUP BY q.id, ra.name, r.entry_id, r.revision_number, r.body, ra_by.display_name, rc.title, tc.title,
+                       missing.ids
               ORDER BY (q.state = 'pending') DESC, q.created_at, q.id
               LIMIT $2",
         )

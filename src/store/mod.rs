@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use sqlx::PgPool;
 
-pub use access_tokens::{AccessTokenView, IssuedToken, TokenBinding};
+pub use access_tokens::{AccessTokenView, IssuedToken, SpeakerBinding, TokenBinding};
 pub use browse::{
     ActorChoice, AgentSummary, BrowseFilter, ConversationChoice, EntryPage, EntrySummary, EvidenceReviewItem,
     EvidenceReviewPage, LineageMessage, LineageRevision, RevisionUnderReview, SharingRequestView, UnknownSource,

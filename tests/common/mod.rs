@@ -429,6 +429,13 @@ pub async fn grant(
 /// A LOGIN role in `group` with a random password, and a pool connected as it to the test database.
 #[allow(dead_code)]
 pub async fn login_role(db: &TestDb, prefix: &str, group: &str) -> (String, PgPool) {
+    let (role, _, pool) = login_role_with_password(db, prefix, group).await;
+    (role, pool)
+}
+
+/// [`login_role`], also returning the role's password (to sign in as it from another process).
+#[allow(dead_code)]
+pub async fn login_role_with_password(db: &TestDb, prefix: &str, group: &str) -> (String, String, PgPool) {
     let role = format!("{prefix}_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let password = uuid::Uuid::new_v4().simple().to_string();
     let (statement,): (String,) =
@@ -445,5 +452,5 @@ pub async fn login_role(db: &TestDb, prefix: &str, group: &str) -> (String, PgPo
         .connect_with(db.options.clone().username(&role).password(&password))
         .await
         .expect("the new login role connects");
-    (role, pool)
+    (role, password, pool)
 }

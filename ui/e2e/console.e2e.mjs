@@ -227,6 +227,8 @@ test("operator console, end to end in a real window", { timeout: 360000 }, async
     const card = `[data-testid="request-${ids.request_id}"]`;
     await find(card);
     assert.ok((await text(`${card} [data-testid="proposed-audience"]`)).length > 0);
+    // Alex's own words: the request waits for his confirmation (or an operator's decision).
+    assert.match(await text(`${card} [data-testid="missing-voices"]`), /^Alex \(id U790\) to confirm/);
     await type(`${card} [data-testid="decision-reason"]`, "Alex asked for this in a direct message; verified.");
     screenshot("08-sharing-queue");
     await click(`${card} [data-testid="approve"]`);
@@ -309,6 +311,27 @@ test("operator console, end to end in a real window", { timeout: 360000 }, async
     const after = fixture("token", ids.token_id);
     assert.ok(after.revoked_at, "revoked_at is set");
     assert.deepEqual(after.operator_actions, [`${OPERATOR}:revoke_access_token:${reason}`]);
+  });
+
+  await t.test("a session the database stops accepting returns to sign-in and keeps what was typed", async () => {
+    await click('[data-testid="nav-sharing"]');
+    const card = '[data-testid^="request-"]';
+    await find(card);
+    const typed = "Checked with Priya on a call; waiting for her go-ahead.";
+    await type(`${card} [data-testid="decision-reason"]`, typed);
+    // The role's password expires and its connections are ended, as an administrator would.
+    fixture("expire-role", OPERATOR);
+    await click(`${card} [data-testid="deny"]`);
+    await waitText('[data-testid="session-ended"]', `Your session as ${OPERATOR} ended`);
+    screenshot("09c-session-ended");
+    assert.equal(await script("return document.querySelector('input[name=\"role\"]').value;"), OPERATOR);
+    fixture("restore-role", OPERATOR);
+    await type('[role="dialog"] input[name="password"]', OPERATOR_PASSWORD);
+    await click('[role="dialog"] button[type="submit"]');
+    await waitFor("the sign-in dialog to close", async () => (await count('[role="dialog"]')) === 0);
+    const kept = await script(`return document.querySelector('${card} [data-testid="decision-reason"]').value;`);
+    assert.equal(kept, typed, "the typed reason survived the sign-in");
+    screenshot("09d-session-restored");
   });
 
   await t.test("dark theme renders", async () => {

@@ -1,8 +1,8 @@
 import { beforeEach, expect, it, vi } from "vitest";
-import { fireEvent, screen, waitFor } from "@testing-library/react";
+import { fireEvent, screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { commands } from "./bindings";
-import { renderWithQuery, entryPage, eventPage } from "./test/fixtures";
+import { renderWithQuery, entryPage, eventPage, pendingRequest } from "./test/fixtures";
 import { App } from "./App";
 
 vi.mock("./bindings", () => ({
@@ -13,8 +13,10 @@ vi.mock("./bindings", () => ({
     browseEntries: vi.fn(),
     retrievalEvents: vi.fn(),
     sharingRequests: vi.fn(),
+    decideSharingRequest: vi.fn(),
     evidenceReview: vi.fn(),
     accessTokens: vi.fn(),
+    signIn: vi.fn(),
     signOut: vi.fn(),
   },
 }));
@@ -37,6 +39,7 @@ const signedIn = (session: { role: string; can_approve: boolean; limitation: str
   embedded: true,
   database_label: "socket /run / postgres",
   needs_first_operator: false,
+  session_ended: null,
   session: { can_browse: true, can_review_evidence: session.can_approve, can_revoke_tokens: session.can_approve, ...session },
 });
 
@@ -91,4 +94,34 @@ it("opens the access tokens view from the navigation and with key 6", async () =
   await userEvent.click(screen.getByTestId("nav-tokens"));
   expect(screen.getByRole("heading", { name: "Access tokens (MCP)" })).toBeTruthy();
   expect(mocked.accessTokens).toHaveBeenCalledWith(null);
+});
+
+it("returns to sign-in when the session ends mid-use, keeping what was typed", async () => {
+  const alice = signedIn({ role: "ops_alice", can_approve: true, limitation: null });
+  mocked.consoleStatus.mockResolvedValue(alice);
+  mocked.sharingRequests.mockResolvedValue([pendingRequest]);
+  renderWithQuery(<App />);
+  expect(await screen.findByRole("table", { name: "Memory entries" })).toBeTruthy();
+  fireEvent.keyDown(window, { key: "4" });
+  const reason = within(await screen.findByTestId("request-req-1")).getByRole("textbox");
+  await userEvent.type(reason, "verified with Alex by phone");
+
+  // The database stops accepting the role: the next command is refused, the status says why.
+  const ended = "Your session as ops_alice ended: the database no longer accepts this role.";
+  mocked.consoleStatus.mockResolvedValue({ ...alice, session: null, session_ended: ended });
+  mocked.decideSharingRequest.mockRejectedValue({ kind: "not_signed_in", message: "sign-in failed" });
+  await userEvent.click(screen.getByRole("button", { name: "Deny" }));
+  const dialog = await screen.findByRole("dialog", { name: "Session ended" });
+  expect(within(dialog).getByTestId("session-ended").textContent).toBe(ended);
+  expect((within(dialog).getByLabelText("Role name") as HTMLInputElement).value).toBe("ops_alice");
+
+  // Signing in again closes the dialog over the same views: the reason is still there.
+  mocked.signIn.mockResolvedValue(alice.session);
+  mocked.consoleStatus.mockResolvedValue(alice);
+  await userEvent.type(within(dialog).getByLabelText("Password"), "correct-horse-battery");
+  await userEvent.click(within(dialog).getByRole("button", { name: "Sign in" }));
+  await waitFor(() => expect(screen.queryByRole("dialog")).toBeNull());
+  expect((within(screen.getByTestId("request-req-1")).getByRole("textbox") as HTMLTextAreaElement).value).toBe(
+    "verified with Alex by phone",
+  );
 });

@@ -44,6 +44,13 @@ function useTheme(): [Theme, () => void] {
 export function App() {
   const status = useQuery({ queryKey: ["status"], queryFn: () => commands.consoleStatus() });
   const [theme, toggleTheme] = useTheme();
+  // The session the views were opened under: when the database stops accepting its role, the
+  // views stay mounted (with everything typed into them) under a sign-in dialog.
+  const [lastSession, setLastSession] = useState<OperatorRights | null>(null);
+  const current = status.data?.session ?? null;
+  useEffect(() => {
+    if (current) setLastSession(current);
+  }, [current]);
 
   if (status.isPending) return <Loading what="console" />;
   if (status.isError) return <ErrorNote error={status.error} onRetry={() => status.refetch()} />;
@@ -60,18 +67,44 @@ export function App() {
       </main>
     );
   }
-  if (!status.data.session) return <SignIn status={status.data} />;
-  return <Shell session={status.data.session} theme={theme} toggleTheme={toggleTheme} />;
+  const shellSession = current ?? (status.data.session_ended ? lastSession : null);
+  if (!shellSession) return <SignIn status={status.data} />;
+  return (
+    <>
+      <Shell
+        session={shellSession}
+        theme={theme}
+        toggleTheme={toggleTheme}
+        onSignedOut={() => setLastSession(null)}
+      />
+      {!current && (
+        <SignIn status={status.data} ended={status.data.session_ended} lastRole={shellSession.role} />
+      )}
+    </>
+  );
 }
 
-function Shell({ session, theme, toggleTheme }: { session: OperatorRights; theme: Theme; toggleTheme: () => void }) {
+function Shell({
+  session,
+  theme,
+  toggleTheme,
+  onSignedOut,
+}: {
+  session: OperatorRights;
+  theme: Theme;
+  toggleTheme: () => void;
+  onSignedOut: () => void;
+}) {
   const queryClient = useQueryClient();
   const [view, setView] = useState<View>("memory");
   const [entryId, setEntryId] = useState<string | null>(null);
   const [entryTab, setEntryTab] = useState<EntryTab>("history");
   const signOut = useMutation({
     mutationFn: () => commands.signOut(),
-    onSuccess: () => queryClient.invalidateQueries(),
+    onSuccess: () => {
+      onSignedOut();
+      queryClient.invalidateQueries();
+    },
   });
 
   const openEntry = useCallback((id: string, tab: EntryTab = "history") => {

@@ -40,7 +40,10 @@ export const commands = {
 	retrievalEvent: (eventId: RetrievalEventId) => __TAURI_INVOKE<RetrievalEventDetail>("retrieval_event", { eventId }),
 	/**  Is this entry eligible in this conversation, and if not, which rule rejects it? */
 	explain: (entryId: EntryId, conversationId: ConversationId) => __TAURI_INVOKE<Explanation>("explain", { entryId, conversationId }),
-	/**  Sharing requests (`pending` by default; `all` for every state). */
+	/**
+	 *  Sharing requests (`pending` by default; `all` for every state), each pending one with the
+	 *  voices it still waits for.
+	 */
 	sharingRequests: (state: string | null) => __TAURI_INVOKE<SharingRequestView[]>("sharing_requests", { state }),
 	/**
 	 *  Approve (creating a revision-scoped grant) or deny a pending request, with a reason. Runs as
@@ -212,6 +215,12 @@ export type ConsoleStatus = {
 	needs_first_operator: boolean,
 	/**  The current session, if signed in: the role and what it may do. */
 	session: OperatorRights | null,
+	/**
+	 *  Why the last session ended without a sign-out (the database stopped accepting its role:
+	 *  password changed or expired, login revoked), for the sign-in prompt that returns the
+	 *  operator to where they were.
+	 */
+	session_ended: string | null,
 };
 
 /**  A conversation for pickers. */
@@ -748,6 +757,14 @@ export type SharingRequestView = {
 	proposed_audience: ActorId[],
 	/**  Their labels (`Name (id U123)`), same order. */
 	proposed_audience_names: string[],
+	/**
+	 *  For a pending request, the voices (people whose words the revision holds and whose
+	 *  evidence does not cover the proposed audience) who have not confirmed yet: the request
+	 *  waits for them, or for an operator. Empty once decided.
+	 */
+	missing_voices: ActorId[],
+	/**  Their labels (`Name (id U123)`), same order. */
+	missing_voice_names: string[],
 	/**  When it was made. */
 	created_at: string,
 	/**  When it lapses. */

@@ -1,4 +1,4 @@
-import type { StoredSelection as Selection } from "../api";
+import { shortId, type StoredSelection as Selection } from "../api";
 
 /** The ranking components, stacked in each bar. */
 export const COMPONENTS = [
@@ -75,7 +75,7 @@ export function ScoreChart({ selections }: { selections: Selection[] }) {
           return (
             <g key={s.revision_id}>
               <text x={0} y={y + 16} className="chart-label">
-                #{row + 1} rev {s.revision_number} · {s.entry_id.slice(0, 8)}
+                #{row + 1} rev {s.revision_number} · {shortId(s.entry_id)}
               </text>
               {segments.map((segment) => {
                 const w = segment.fraction * barWidth;

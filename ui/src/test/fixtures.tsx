@@ -1,5 +1,6 @@
-import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
+import { QueryClientProvider } from "@tanstack/react-query";
 import { render } from "@testing-library/react";
+import { makeQueryClient } from "../queryClient";
 import type {
   AccessTokenRow,
   EntryDetail,
@@ -14,7 +15,7 @@ import type {
 
 /** Renders with a fresh query client (no retries, no cache between tests). */
 export function renderWithQuery(ui: React.ReactElement) {
-  const client = new QueryClient({ defaultOptions: { queries: { retry: false }, mutations: { retry: false } } });
+  const client = makeQueryClient();
   return render(<QueryClientProvider client={client}>{ui}</QueryClientProvider>);
 }
 
@@ -220,6 +221,8 @@ export const pendingRequest: SharingRequestView = {
   rationale: "Alex asked me to tell the team.",
   proposed_audience: ["a4", "a3"],
   proposed_audience_names: ["Priya (id U456)", "Victor (id U123)"],
+  missing_voices: ["a9"],
+  missing_voice_names: ["Alex (id U790)"],
   created_at: "2026-12-02T10:00:00Z",
   expires_at: "2026-12-09T10:00:00Z",
   decided_at: null,

@@ -79,6 +79,16 @@ function RequestCard({
         <dd className="quote">{request.body}</dd>
         <dt>Proposed audience</dt>
         <dd data-testid="proposed-audience">{request.proposed_audience_names.join(", ") || "nobody"}</dd>
+        {pending && (
+          <>
+            <dt>Waiting for</dt>
+            <dd data-testid="missing-voices">
+              {request.missing_voice_names.length > 0
+                ? `${request.missing_voice_names.join(", ")} to confirm in a direct message (or an operator's decision)`
+                : "an operator's decision (every voice has confirmed or none is needed)"}
+            </dd>
+          </>
+        )}
         <dt>Requested by</dt>
         <dd>
           {request.requested_by} in {request.requested_in}

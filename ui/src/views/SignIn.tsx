@@ -5,12 +5,13 @@ import { ErrorNote } from "../components/Status";
 
 /**
  * Sign-in with the operator's own PostgreSQL login role. On the embedded database's first run
- * (no operator role yet) the same form creates the operator role, then signs in.
+ * (no operator role yet) the same form creates the operator role, then signs in. When a session
+ * ended under the operator (`ended`), it is a dialog over the views, which keep what was typed.
  */
-export function SignIn({ status }: { status: ConsoleStatus }) {
+export function SignIn({ status, ended, lastRole }: { status: ConsoleStatus; ended?: string | null; lastRole?: string }) {
   const queryClient = useQueryClient();
-  const firstRun = status.needs_first_operator;
-  const [role, setRole] = useState("");
+  const firstRun = status.needs_first_operator && !ended;
+  const [role, setRole] = useState(lastRole ?? "");
   const [password, setPassword] = useState("");
   const [confirm, setConfirm] = useState("");
   const mismatch = firstRun && confirm.length > 0 && password !== confirm;
@@ -26,7 +27,12 @@ export function SignIn({ status }: { status: ConsoleStatus }) {
   });
 
   return (
-    <main className="signin">
+    <main
+      className={ended ? "signin signin-over" : "signin"}
+      role={ended ? "dialog" : undefined}
+      aria-modal={ended ? true : undefined}
+      aria-label={ended ? "Session ended" : undefined}
+    >
       <form
         className="card signin-card"
         aria-label={firstRun ? "Create operator role" : "Sign in"}
@@ -39,6 +45,11 @@ export function SignIn({ status }: { status: ConsoleStatus }) {
         <p className="muted">
           Database: <code>{status.database_label}</code> {status.embedded ? "(embedded)" : ""}
         </p>
+        {ended && (
+          <p className="notice" role="alert" data-testid="session-ended">
+            {ended}
+          </p>
+        )}
         {firstRun ? (
           <p>
             First run: create your <strong>operator role</strong>. It is a PostgreSQL login role in the

@@ -53,6 +53,7 @@ const status = {
   database_label: "/tmp/run / mesh",
   needs_first_operator: true,
   session: null,
+  session_ended: null,
 };
 const operator = {
   role: "ops_alice",
@@ -219,6 +220,7 @@ describe("SharingQueue", () => {
     renderWithQuery(<SharingQueue session={operator} onOpenEntry={() => {}} />);
     const card = await screen.findByTestId("request-req-1");
     expect(within(card).getByTestId("proposed-audience").textContent).toBe("Priya (id U456), Victor (id U123)");
+    expect(within(card).getByTestId("missing-voices").textContent).toMatch(/^Alex \(id U790\) to confirm/);
     const approve = within(card).getByRole("button", { name: "Approve" }) as HTMLButtonElement;
     expect(approve.disabled).toBe(true);
     await userEvent.type(within(card).getByRole("textbox"), "verified with Alex");
@@ -444,6 +446,16 @@ describe("ScoreChart", () => {
     expect(tags[0].textContent).toMatch(/Always-on: 1\.0000/);
     const lexical = within(chart).getByText("Lexical (RRF): 0.0164", { selector: "title" }).parentElement!;
     expect(Number(lexical.getAttribute("width"))).toBeGreaterThan(100);
+  });
+
+  it("labels each bar with the entry's short id, as every other view does", () => {
+    const rows = [
+      selection("01900000-0000-7000-8000-00000000aaaa", 0.0164, 0.001, 0),
+      selection("01900000-0000-7000-8000-00000000bbbb", 0.0100, 0.001, 0),
+    ];
+    renderWithQuery(<ScoreChart selections={rows} />);
+    const labels = [...screen.getByTestId("score-chart").querySelectorAll("text.chart-label")].map((l) => l.textContent);
+    expect(labels).toEqual(["#1 rev 2 · …00000000aaaa", "#2 rev 2 · …00000000bbbb"]);
   });
 
   it("draws the period boost as its own segment", () => {
