@@ -191,6 +191,9 @@ async fn every_malformed_line_on_stdio_is_answered_and_the_server_keeps_serving(
     let db = test_db().await;
     world(&db).await;
     let mut server = StdioServer::start(&db);
+    // Even before the handshake.
+    server.send(b"{").await;
+    assert_error(&server.answer(CALL, "before initialize").await, -32700, &Value::Null, "before initialize");
     let initialized = server.call(&initialize(), CALL, "initialize").await;
     assert_eq!(initialized["id"], 0, "{initialized}");
     server.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
