@@ -17,6 +17,15 @@
 //! loopback address ([`serve_http`]), where every request carries a bearer token an operator
 //! issued (`mesh-memory mcp token create`), bound the same way ([`crate::store::TokenBinding`]). A
 //! missing, unknown or revoked token gets 401 before anything is read or written.
+//!
+//! Every malformed message gets an answer (`src/mcp/framing.rs`): at most [`MAX_MESSAGE_BYTES`], checked
+//! before rmcp sees it, refused with a JSON-RPC error and nothing written. Every text a host sends
+//! for storing is capped by one limit, [`MAX_BODY_CHARS`] (tool arguments by `crate::tools`, the
+//! prompt's message by [`TextRefused`]).
+
+mod framing;
+
+pub use framing::{FrameError, MAX_MESSAGE_BYTES};
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -41,7 +50,7 @@ use serde_json::{Map, Value};
 use tokio::sync::Mutex;
 
 use crate::ids::{AgentId, ConversationId};
-use crate::store::{Store, TokenBinding};
+use crate::store::{Store, TokenBinding, MAX_BODY_CHARS};
 use crate::tools::{tool_definitions, validate_call, ToolCall};
 use crate::turn::{receive, ChatModel, ChatRequest, HostedSession, ModelError, ModelFuture, TurnEngine, TurnError};
 
@@ -161,6 +170,7 @@ impl MemoryServer {
         let Some(message) = message.filter(|m| !m.trim().is_empty()) else {
             return Err(ErrorData::invalid_params("memory_context requires the argument \"message\"", None));
         };
+        storable("memory_context.message", message)?;
         let inbound = self.said(&binding, message).await?;
         let mut sessions = self.sessions.lock().await;
         let session = sessions.entry(key).or_default();
@@ -168,6 +178,45 @@ impl MemoryServer {
         Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, outcome.prompt_section())])
             .with_description(format!("memory context (retrieval event {})", outcome.event_id)))
     }
+}
+
+/// Why a text a host sent is not stored: the one cap every stored text has, the memory body's
+/// ([`MAX_BODY_CHARS`]), so a prompt's message cannot be stored whole at any size while a
+/// remembered body is refused past 4,000 characters.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TextRefused {
+    /// Longer than [`MAX_BODY_CHARS`].
+    #[error("{field} is {chars} characters; the limit is {MAX_BODY_CHARS} (MAX_BODY_CHARS, as for a memory body)")]
+    TooLong {
+        /// The argument.
+        field: &'static str,
+        /// Its length in characters.
+        chars: usize,
+    },
+    /// Holds a NUL character, which PostgreSQL text cannot store.
+    #[error("{field} must not contain NUL characters")]
+    Nul {
+        /// The argument.
+        field: &'static str,
+    },
+}
+
+impl From<TextRefused> for ErrorData {
+    fn from(refused: TextRefused) -> Self {
+        ErrorData::invalid_params(refused.to_string(), Some(serde_json::json!({"limit_chars": MAX_BODY_CHARS})))
+    }
+}
+
+/// Checks a text a host sent before it is stored.
+fn storable(field: &'static str, text: &str) -> Result<(), TextRefused> {
+    let chars = text.chars().count();
+    if chars > MAX_BODY_CHARS {
+        return Err(TextRefused::TooLong { field, chars });
+    }
+    if text.contains('\0') {
+        return Err(TextRefused::Nul { field });
+    }
+    Ok(())
 }
 
 /// A failure the caller cannot fix (the database is down...): a protocol error whose message
@@ -268,7 +317,8 @@ pub enum McpError {
     NotLoopback(SocketAddr),
 }
 
-/// Serves `binding` over stdin/stdout until the client disconnects.
+/// Serves `binding` over stdin/stdout until the client disconnects; a malformed line is answered
+/// and the next one read (`framing::Lines`).
 pub async fn serve_stdio(
     retriever: crate::retrieval::Retriever,
     store: Store,
@@ -276,7 +326,7 @@ pub async fn serve_stdio(
 ) -> Result<(), McpError> {
     let engine = TurnEngine::new(store, retriever, Arc::new(HostRunsTheModel));
     let service = MemoryServer::new(engine, binding)
-        .serve(rmcp::transport::stdio())
+        .serve(framing::Lines::new(tokio::io::stdin(), tokio::io::stdout()))
         .await
         .map_err(|e| McpError::Transport(e.to_string()))?;
     service.waiting().await.map_err(|e| McpError::Transport(e.to_string()))?;
@@ -297,20 +347,73 @@ fn plain(status: http::StatusCode, text: &'static str) -> HttpResponse {
     response
 }
 
-/// Checks the request's bearer token, then hands it to the MCP service with its binding attached;
-/// a missing, unknown or revoked token is answered 401 here, before the MCP layer runs.
+/// A refused message's JSON-RPC error as the HTTP answer: 413 when too large, else 400.
+fn refused(refused: &framing::Refused) -> HttpResponse {
+    let status = match refused.error {
+        FrameError::TooLarge => http::StatusCode::PAYLOAD_TOO_LARGE,
+        _ => http::StatusCode::BAD_REQUEST,
+    };
+    let mut response = http::Response::new(Full::new(Bytes::from(refused.response())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    response
+}
+
+/// How much of a too-large body is read and discarded before the 413, so that a client still
+/// sending it reads the answer rather than a reset connection.
+const MAX_DISCARDED_BYTES: usize = 16 * MAX_MESSAGE_BYTES;
+
+/// Reads a POST body (at most [`MAX_MESSAGE_BYTES`]) and checks it as stdio checks a line, so a
+/// malformed one is answered with a JSON-RPC error, never 415 or 202 as rmcp would.
+async fn checked(request: http::Request<hyper::body::Incoming>) -> Result<http::Request<Full<Bytes>>, HttpResponse> {
+    let (parts, mut body) = request.into_parts();
+    if parts.method != http::Method::POST {
+        return Ok(http::Request::from_parts(parts, Full::default()));
+    }
+    let (mut kept, mut length) = (Vec::new(), 0usize);
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else {
+            return Err(plain(http::StatusCode::BAD_REQUEST, "the request body could not be read\n"));
+        };
+        let Ok(data) = frame.into_data() else { continue };
+        length = length.saturating_add(data.len());
+        if length <= MAX_MESSAGE_BYTES {
+            kept.extend_from_slice(&data);
+        } else if length > MAX_DISCARDED_BYTES {
+            break;
+        }
+    }
+    if length > MAX_MESSAGE_BYTES {
+        return Err(refused(&framing::Refused { id: None, error: FrameError::TooLarge }));
+    }
+    if let Err(refusal) = framing::parse(&kept) {
+        return Err(refused(&refusal));
+    }
+    let body = Bytes::from(kept);
+    let skipped = body.len() - framing::without_bom(&body).len();
+    Ok(http::Request::from_parts(parts, Full::new(body.slice(skipped..))))
+}
+
+/// The token of an `Authorization: Bearer <token>` header; the scheme name is case-insensitive
+/// (RFC 9110 §11.1).
+fn bearer(header: &str) -> Option<&str> {
+    let (scheme, token) = header.trim().split_once(|c: char| c.is_ascii_whitespace())?;
+    Some(token.trim()).filter(|token| scheme.eq_ignore_ascii_case("bearer") && !token.is_empty())
+}
+
+/// Checks the request's bearer token, then its body, then hands it to the MCP service with its
+/// binding attached; a missing, unknown or revoked token is answered 401 here, before the MCP
+/// layer runs, and a malformed body 400 (413 when too large) with a JSON-RPC error.
 async fn authorized(
     store: Store,
     mcp: StreamableHttpService<MemoryServer, LocalSessionManager>,
-    mut request: http::Request<hyper::body::Incoming>,
+    request: http::Request<hyper::body::Incoming>,
 ) -> HttpResponse {
     let secret = request
         .headers()
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
+        .and_then(bearer)
         .map(str::to_owned);
     let binding = match secret {
         None => None,
@@ -324,6 +427,10 @@ async fn authorized(
             http::StatusCode::UNAUTHORIZED,
             "a valid bearer token is required (an operator issues one with `mesh-memory mcp token create`)\n",
         );
+    };
+    let mut request = match checked(request).await {
+        Ok(request) => request,
+        Err(response) => return response,
     };
     request.extensions_mut().insert(binding);
     mcp.handle(request).await
@@ -345,7 +452,7 @@ pub async fn serve_http(
     let mcp = StreamableHttpService::new(
         move || Ok(server.clone()),
         LocalSessionManager::default().into(),
-        StreamableHttpServerConfig::default(),
+        StreamableHttpServerConfig::default().with_max_request_body_bytes(MAX_MESSAGE_BYTES),
     );
     let transport = |e: std::io::Error| McpError::Transport(e.to_string());
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(transport)?;
@@ -363,5 +470,30 @@ pub async fn serve_http(
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                 .await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bearer_scheme_name_is_case_insensitive() {
+        for header in ["Bearer mmt_1", "bearer mmt_1", "BEARER   mmt_1 ", " bEaReR\tmmt_1"] {
+            assert_eq!(bearer(header), Some("mmt_1"), "{header:?}");
+        }
+        for header in ["Basic mmt_1", "Bearer", "Bearer   ", "Bearermmt_1", "mmt_1"] {
+            assert_eq!(bearer(header), None, "{header:?}");
+        }
+    }
+
+    #[test]
+    fn every_stored_text_has_the_memory_body_limit() {
+        assert_eq!(storable("m", &"é".repeat(MAX_BODY_CHARS)), Ok(()));
+        let refused = storable("memory_context.message", &"a".repeat(MAX_BODY_CHARS + 1)).unwrap_err();
+        assert_eq!(refused, TextRefused::TooLong { field: "memory_context.message", chars: MAX_BODY_CHARS + 1 });
+        assert!(refused.to_string().contains("the limit is 4000"), "{refused}");
+        assert_eq!(ErrorData::from(refused).code, ErrorCode::INVALID_PARAMS);
+        assert_eq!(storable("m", "a\0b"), Err(TextRefused::Nul { field: "m" }));
     }
 }

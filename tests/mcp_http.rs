@@ -4,51 +4,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
-use common::{test_db, TestDb, World};
+use common::{mcp_footprint as footprint, serve_mcp_http, test_db, TestDb, World};
 use mesh_memory::operator::{OperatorError, OperatorSession};
 use mesh_memory::store::{StoreError, Topology};
 use serde_json::{json, Value};
-
-/// The server process; killed when the test ends, whatever happens.
-struct Server {
-    child: Child,
-    endpoint: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `mesh-memory mcp --http 127.0.0.1:0` and waits for the address it prints.
-fn serve(db: &TestDb) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mesh-memory"))
-        .args(["--database-url", &db.url, "mcp", "--http", "127.0.0.1:0"])
-        .env("MESH_EMBEDDER", "none")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the server starts");
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let line = loop {
-        match lines.next() {
-            Some(Ok(line)) if line.contains("http://") => break line,
-            Some(Ok(_)) => continue,
-            other => panic!("the server printed no address: {other:?}"),
-        }
-    };
-    let endpoint = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap().to_owned();
-    // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Server { child, endpoint }
-}
 
 fn node(args: &[&str]) -> Value {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp");
@@ -65,17 +27,6 @@ fn node(args: &[&str]) -> Value {
     );
     let stdout = String::from_utf8(output.stdout).unwrap();
     serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap_or_else(|e| panic!("{stdout:?}: {e}"))
-}
-
-/// Messages, memory entries and retrieval events: what a refused request must not add to.
-async fn footprint(db: &TestDb) -> (i64, i64, i64) {
-    sqlx::query_as(
-        "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM memory_entries),
-                (SELECT count(*) FROM memory_retrieval_events)",
-    )
-    .fetch_one(&db.pool)
-    .await
-    .unwrap()
 }
 
 #[tokio::test]
@@ -97,7 +48,7 @@ async fn bearer_tokens_bind_http_requests_and_bad_ones_get_401_with_nothing_writ
     assert!(stored.iter().all(|h| h.len() == 32), "SHA-256 digests");
     assert!(!stored.iter().any(|h| h.as_slice() == priya_token.secret.as_bytes()), "only hashes are stored");
 
-    let server = serve(&db);
+    let server = serve_mcp_http(&db);
     let seen = node(&[
         "http",
         &server.endpoint,

@@ -454,3 +454,53 @@ pub async fn login_role_with_password(db: &TestDb, prefix: &str, group: &str) ->
         .expect("the new login role connects");
     (role, password, pool)
 }
+
+/// A `mesh-memory mcp --http` server process (tests/mcp_http.rs, tests/mcp_malformed.rs); killed
+/// when the test ends, whatever happens.
+pub struct McpHttpServer {
+    child: std::process::Child,
+    /// `http://127.0.0.1:PORT/`.
+    pub endpoint: String,
+}
+
+impl Drop for McpHttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `mesh-memory mcp --http 127.0.0.1:0` and waits for the address it prints.
+pub fn serve_mcp_http(db: &TestDb) -> McpHttpServer {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mesh-memory"))
+        .args(["--database-url", &db.url, "mcp", "--http", "127.0.0.1:0"])
+        .env("MESH_EMBEDDER", "none")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the server starts");
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stderr));
+    let line = loop {
+        match lines.next() {
+            Some(Ok(line)) if line.contains("http://") => break line,
+            Some(Ok(_)) => continue,
+            other => panic!("the server printed no address: {other:?}"),
+        }
+    };
+    let endpoint = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap().to_owned();
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    McpHttpServer { child, endpoint }
+}
+
+/// Messages, memory entries and retrieval events: what a refused MCP request must not add to.
+pub async fn mcp_footprint(db: &TestDb) -> (i64, i64, i64) {
+    sqlx::query_as(
+        "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM memory_entries),
+                (SELECT count(*) FROM memory_retrieval_events)",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap()
+}
