@@ -63,6 +63,13 @@ async fn recall_on_the_demo_returns_the_cto_preference_and_never_the_private_fac
     assert!(text.contains("Victor (id U123)"), "{text}");
     let args = ["explain", &tabs, "--conversation", "C-ENG", "--agent", "mesh-assistant"];
     assert!(String::from_utf8(cli(&url, &args).stdout).unwrap().contains("verdict: eligible"));
+    // One command, one shape: --json prints the view the text renders (and the console shows).
+    let args = ["--json", "explain", &private, "--conversation", "C-ENG"];
+    let json: serde_json::Value = serde_json::from_slice(&cli(&url, &args).stdout).unwrap();
+    assert_eq!(json["rule"], "audience_not_covered");
+    assert!(text.contains(json["explanation"].as_str().unwrap()), "{text}");
+    let missing = json["failing_source"]["missing_actors"].as_array().unwrap();
+    assert!(missing.iter().any(|m| m == "Victor (id U123)"), "{json}");
 
     // Explain an audited search by its event id.
     let event = json_event(&url, &base);

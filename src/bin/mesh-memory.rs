@@ -979,18 +979,12 @@ async fn explain(
         None => owner,
     };
     let conversation = store.find_conversation(agent, conversation).await?;
+    // One shape for both outputs, the one the console renders (`views::Explanation`).
+    let explained = operator::explain(store, Some(agent), entry, conversation).await?;
     if json {
-        return print_json(&mesh_memory::privacy::explain_entry(store, Some(agent), entry, conversation).await?);
+        return print_json(&explained);
     }
-    let explained = mesh_memory::views::explanation(store, Some(agent), entry, conversation).await?;
-    println!("entry {} revision {} in conversation {}", explained.entry_id, explained.revision_id, conversation);
-    println!("verdict: {}", explained.explanation);
-    if let Some(source) = &explained.failing_source {
-        println!("failing source: {} ({}; {})", source.source_id, source.kind, source.evidence_basis);
-        if !source.missing_actors.is_empty() {
-            println!("readers here who could not read that source: {}", source.missing_actors.join(", "));
-        }
-    }
+    println!("{explained}");
     Ok(())
 }
 

@@ -100,6 +100,23 @@ pub struct Explanation {
     pub failing_source: Option<FailingSource>,
 }
 
+/// The explanation as the CLI prints it (the console renders the same fields): the verdict in
+/// words, then the failing source and the readers it lacks, when a source rule decided.
+impl std::fmt::Display for Explanation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "entry {} revision {}", self.entry_id, self.revision_id)?;
+        writeln!(f, "audience: {}", if self.audience.is_empty() { "nobody".into() } else { self.audience.join(", ") })?;
+        write!(f, "verdict: {}", self.explanation)?;
+        if let Some(source) = &self.failing_source {
+            write!(f, "\nfailing source: {} ({}; {})", source.source_id, source.kind, source.evidence_basis)?;
+            if !source.missing_actors.is_empty() {
+                write!(f, "\nreaders here who could not read that source: {}", source.missing_actors.join(", "))?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The source a rejection names, with the readers it lacks labelled.
 #[derive(Clone, Debug, Serialize)]
 #[cfg_attr(feature = "specta", derive(specta::Type))]
