@@ -428,6 +428,9 @@ async fn a_grant_revoked_between_retrieval_and_delivery_withholds_the_reply() {
     );
     let (role, operator) = common::login_role(&s.db, "mm_operator_test", "mesh_operator").await;
     revoke_grant(&operator, grant, "released by mistake").await.unwrap();
+    // A second revocation is refused with its own code (MM010), not as a decided request.
+    let again = revoke_grant(&operator, grant, "twice").await.unwrap_err();
+    assert!(matches!(again, SharingError::AlreadyRevoked(g) if g == grant), "{again}");
     let report = engine.deliver(prepared).await.unwrap();
     let TurnOutcome::Withheld { recheck } = &report.outcome else { panic!("{:?}", report.outcome) };
     assert!(recheck.audience_change.is_none());
