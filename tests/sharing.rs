@@ -14,6 +14,7 @@ use mesh_memory::privacy::sharing::{
 };
 use mesh_memory::retrieval::{RetrievalConfig, RetrievalMode, Retriever, SearchRequest};
 use mesh_memory::store::{Amendment, Direction, NewMessage, Store, SubjectUpdate, Topology};
+use mesh_memory::tools::ToolStatus;
 use mesh_memory::turn::{ScriptedModel, TurnEngine, TurnOutcome};
 use mesh_memory::{ConversationId, EntryId, MessageId, RevisionId};
 use serde_json::json;
@@ -120,7 +121,7 @@ async fn no_tool_argument_however_crafted_creates_a_grant() {
         );
         let report = engine(&s.db.store, &model).run_turn(inbound).await.unwrap();
         assert!(report.ledger.is_empty());
-        assert!(report.tool_calls.iter().all(|c| c.status == "rejected"));
+        assert!(report.tool_calls.iter().all(|c| c.status == ToolStatus::Rejected));
     }
     // A valid request with a rationale claiming approval still only creates a pending request.
     let model = Arc::new(
@@ -144,7 +145,7 @@ async fn no_tool_argument_however_crafted_creates_a_grant() {
             .reply("Okay."),
     );
     let report = engine(&s.db.store, &model).run_turn(in_channel).await.unwrap();
-    assert_eq!(report.tool_calls[0].status, "rejected");
+    assert_eq!(report.tool_calls[0].status, ToolStatus::Rejected);
 
     assert_eq!(grants(&s.db).await, 0, "no tool call created a grant");
     let pending = list_pending(&s.db.pool, Some(s.world.agent)).await.unwrap();
@@ -469,14 +470,14 @@ async fn amended_by_another_voice(s: &mut Scene) -> (SharingRequestId, RevisionI
         NewSharingRequest {
             agent: s.world.agent,
             via_message: via,
-            revision: amended.revision_id,
+            revision: amended.revision_id(),
             target_conversation: all,
             rationale: "Victor asked".into(),
         },
     )
     .await
     .unwrap();
-    (request, amended.revision_id)
+    (request, amended.revision_id())
 }
 
 #[tokio::test]

@@ -1187,7 +1187,7 @@ async fn chat(store: &Store, agent: &str, conversation: &str, speaker: &str) -> 
             (outcome, _) => println!("[turn {} not delivered: {}]", report.turn_id, outcome.name()),
         }
         for w in &report.ledger.writes {
-            eprintln!("  [{:?} entry {} -> revision #{}]", w.operation, w.entry_id, w.revision_number);
+            eprintln!("  [{:?} entry {} -> revision #{}]", w.operation(), w.entry_id(), w.revision_number());
         }
     }
     Ok(())
