@@ -243,7 +243,7 @@ async fn operator_views_label_every_actor_the_shells_show() {
 
     let explained = views::explanation(&db.store, None, entry, chan).await.unwrap();
     assert!(!explained.eligible, "a direct message does not reach the channel");
-    assert_eq!(explained.rule, "audience_not_covered");
+    assert_eq!(explained.rule, mesh_memory::privacy::RuleName::AudienceNotCovered);
     let mut audience = explained.audience.clone();
     audience.sort();
     assert_eq!(audience, ["Ana (id U1)", "Bo (id U2)"]);
@@ -305,7 +305,7 @@ async fn an_operator_reviews_unknown_evidence_as_their_own_role_and_a_reader_can
     assert_eq!((detail.revision.entry_id, detail.revision.body.as_str()), (entry, "Budget review moved to Thursday"));
     let [source] = &detail.revision.sources[..] else { panic!("one unknown source: {:?}", detail.revision.sources) };
     assert_eq!(source.sender, Some(ana.actor));
-    assert_eq!(source.conversation_topology.as_deref(), Some("unknown"));
+    assert_eq!(source.conversation_topology, Some(Topology::Unknown));
     assert_eq!(source.members_when_sent, vec![ana.actor], "recorded members, never the agent");
     assert_eq!(source.kept_unknown_by, None);
     let choices: Vec<&str> = detail.audience_choices.iter().map(|c| c.label.as_str()).collect();

@@ -5,7 +5,7 @@ use mesh_memory::privacy::repair::{self, EvidenceReviewDecision, ReviewedSource}
 use mesh_memory::privacy::sharing::{self, SharingRequestId};
 use mesh_memory::store::{
     ActorChoice, AgentSummary, BrowseFilter, ConversationChoice, EntryPage, EvidenceReviewPage, OperatorRights,
-    SharingRequestView, Store,
+    SharingRequestView, SharingState, Store,
 };
 use mesh_memory::views::{
     self, AccessTokenRow, EntryDetail, EvidenceReviewDetail, Explanation, RetrievalEventDetail, RetrievalEventList,
@@ -25,15 +25,6 @@ const PAGE: u32 = 50;
 /// `NotFound` for an id that names nothing (the UI shows the message).
 fn not_found(what: &str, id: impl std::fmt::Display) -> ConsoleError {
     ConsoleError::new(ErrorKind::NotFound, format!("no {what} {id}"))
-}
-
-/// The sharing queue's state filter: `pending` when none is chosen, every state for `all`.
-fn sharing_state(state: Option<&str>) -> Option<&str> {
-    match state {
-        None | Some("") => Some("pending"),
-        Some("all") => None,
-        Some(other) => Some(other),
-    }
 }
 
 /// Database, first-run and session state.
@@ -163,11 +154,15 @@ pub async fn explain(
     Ok(views::explanation(&console.store().await?, None, entry_id, conversation_id).await?)
 }
 
-/// Sharing requests (`pending` by default; `all` for every state).
+/// Sharing requests in `state`, or in every state with `null` (a state the UI cannot misspell:
+/// the bindings type it as the literal union of the four).
 #[tauri::command]
 #[specta::specta]
-pub async fn sharing_requests(console: State<'_, Console>, state: Option<String>) -> Res<Vec<SharingRequestView>> {
-    Ok(console.store().await?.list_sharing_requests(sharing_state(state.as_deref())).await?)
+pub async fn sharing_requests(
+    console: State<'_, Console>,
+    state: Option<SharingState>,
+) -> Res<Vec<SharingRequestView>> {
+    Ok(console.store().await?.list_sharing_requests(state).await?)
 }
 
 /// Approve (creating a revision-scoped grant) or deny a pending request, with a reason. Runs as

@@ -946,7 +946,7 @@ async fn explain(
             explained.event_id,
             explained.mode,
             explained.created_at.format("%Y-%m-%d %H:%M:%S"),
-            explained.degradation_category.as_deref().unwrap_or("none")
+            explained.degradation_category.map_or("none", |c| c.as_str())
         );
         for (rank, s) in explained.selections.iter().enumerate() {
             let learned = s.learned_at.map(|t| format!("  learned {}", t.format("%Y-%m-%d %H:%M"))).unwrap_or_default();

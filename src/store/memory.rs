@@ -41,6 +41,45 @@ pub enum Restriction {
     ConversationOnly(ConversationId),
 }
 
+impl Restriction {
+    /// Which kind of restriction, without its conversation (the `memory_restriction` column).
+    pub fn kind(&self) -> RestrictionKind {
+        match self {
+            Restriction::None => RestrictionKind::None,
+            Restriction::ConversationOnly(_) => RestrictionKind::ConversationOnly,
+        }
+    }
+}
+
+/// The kind of an entry's [`Restriction`], as the `memory_restriction` column stores it and the
+/// console shows it (the conversation travels beside it, as `restricted_conversation_id`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+#[sqlx(type_name = "memory_restriction", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum RestrictionKind {
+    /// No restriction beyond audience evidence.
+    None,
+    /// Only ever eligible in one conversation.
+    ConversationOnly,
+}
+
+impl RestrictionKind {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestrictionKind::None => "none",
+            RestrictionKind::ConversationOnly => "conversation_only",
+        }
+    }
+}
+
+impl std::fmt::Display for RestrictionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Input for [`Store::create_entry`]. `source_actor` must come from the turn's authenticated
 /// context, never from a model argument.
 #[derive(Clone, Debug)]
@@ -104,6 +143,28 @@ pub enum WriteOperation {
     Amend,
     /// The entry was retired.
     Forget,
+}
+
+/// How a revision came to be, as the `revision_operation` column stores it (a forget writes no
+/// revision).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+#[sqlx(type_name = "revision_operation", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum RevisionOperation {
+    /// The entry's first revision.
+    Create,
+    /// A later revision.
+    Amend,
+}
+
+impl std::fmt::Display for RevisionOperation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RevisionOperation::Create => "create",
+            RevisionOperation::Amend => "amend",
+        })
+    }
 }
 
 /// What committed, from the store's own return values. The ledger, and so the claim guard, is
@@ -314,13 +375,7 @@ impl<'a> CreateColumns<'a> {
             revisions: required(|c| c.revision.0),
             agents: required(|c| c.new.agent.0),
             always_on: creates.iter().map(|c| c.new.always_on).collect(),
-            restrictions: creates
-                .iter()
-                .map(|c| match c.new.restriction {
-                    Restriction::None => "none",
-                    Restriction::ConversationOnly(_) => "conversation_only",
-                })
-                .collect(),
+            restrictions: creates.iter().map(|c| c.new.restriction.kind().as_str()).collect(),
             restricted_to: column(|c| match c.new.restriction {
                 Restriction::None => None,
                 Restriction::ConversationOnly(conversation) => Some(conversation.0),
