@@ -31,6 +31,9 @@ async fn browse_pages_newest_first_by_keyset_without_overlap() {
     assert_eq!(third.next_after, None, "the last page says so");
     assert_eq!(first.entries[0].subject_label.as_deref(), Some("Ana (id U1)"));
     assert_eq!(first.entries[0].agent_name, "browse-agent");
+    assert_eq!(first.entries[0].restriction, mesh_memory::store::RestrictionKind::None);
+    let conversations = db.store.list_conversations(Some(world.agent)).await.unwrap();
+    assert_eq!(conversations.iter().map(|c| (c.id, c.topology)).collect::<Vec<_>>(), [(chan, Topology::Channel)]);
 }
 
 #[tokio::test]

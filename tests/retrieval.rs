@@ -291,6 +291,10 @@ async fn unknown_evidence_is_withheld_and_recorded_even_when_other_memories_are_
     assert_eq!(category.as_deref(), Some("semantic_unavailable"), "a semantic failure keeps precedence");
     assert_eq!(categories, vec!["semantic_unavailable", "eligibility_withheld_unknown"]);
     assert_eq!(withheld, serde_json::json!({"unknown_evidence": 1}));
+    // The audit reads the stored names back as the categories they are.
+    let event = explain_event(db.store.pool(), outcome.event_id).await.unwrap().unwrap();
+    assert_eq!(event.degradation_category, Some(DegradationCategory::SemanticUnavailable));
+    assert_eq!(event.degradation_categories, outcome.degradation_categories);
     assert!(!outcome.recall_json().to_string().contains("rotates"), "withheld text never reaches the result");
 }
 

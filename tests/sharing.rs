@@ -13,7 +13,9 @@ use mesh_memory::privacy::sharing::{
     NewSharingRequest, SharingError, SharingRequestId,
 };
 use mesh_memory::retrieval::{RetrievalConfig, RetrievalMode, Retriever, SearchRequest};
-use mesh_memory::store::{Amendment, Direction, NewMessage, Store, SubjectUpdate, Topology};
+use mesh_memory::store::{
+    Amendment, Direction, NewMessage, SharingRequestView, SharingState, Store, SubjectUpdate, Topology,
+};
 use mesh_memory::tools::ToolStatus;
 use mesh_memory::turn::{ScriptedModel, TurnEngine, TurnOutcome};
 use mesh_memory::{ConversationId, EntryId, MessageId, RevisionId};
@@ -168,8 +170,16 @@ async fn source_actor_authenticated_confirmation_creates_the_grant() {
     let mut s = scene().await;
     let request = request_via_turn(&mut s).await;
     assert!(!selected_in(&s.db.store, &s, s.engineering).await.contains(&s.private_revision));
+    let queue = |state| s.db.store.list_sharing_requests(state);
+    let states = |rows: Vec<SharingRequestView>| rows.into_iter().map(|r| (r.id, r.state)).collect::<Vec<_>>();
+    assert_eq!(states(queue(Some(SharingState::Pending)).await.unwrap()), [(request.0, SharingState::Pending)]);
+    assert!(queue(Some(SharingState::Approved)).await.unwrap().is_empty());
     let confirmation = authenticated_dm(&s, s.dm_priya, &s.priya, "Yes, share it.").await;
     let grant = granted(confirm_by_source_actor(&s.db.pool, request, confirmation).await.unwrap());
+    // The queue filters by the typed state; `None` is every state.
+    assert!(queue(Some(SharingState::Pending)).await.unwrap().is_empty());
+    assert_eq!(states(queue(Some(SharingState::Approved)).await.unwrap()), [(request.0, SharingState::Approved)]);
+    assert_eq!(states(queue(None).await.unwrap()), [(request.0, SharingState::Approved)]);
     let row: (String, Option<uuid::Uuid>, Option<uuid::Uuid>) = sqlx::query_as(
         "SELECT authority::text, confirmed_by_actor_id, confirmed_by_message_id FROM sharing_grants WHERE id = $1",
     )
