@@ -1007,7 +1007,7 @@ BEGIN
         RAISE EXCEPTION 'access token % does not exist', p_token USING ERRCODE = 'MM009';
     END IF;
     IF t.revoked_at IS NOT NULL THEN
-        RAISE EXCEPTION 'access token % was already revoked', p_token USING ERRCODE = 'MM002';
+        RAISE EXCEPTION 'access token % was already revoked', p_token USING ERRCODE = 'MM010';
     END IF;
     UPDATE mcp_access_tokens SET revoked_at = now() WHERE id = t.id;
     INSERT INTO operator_actions (role_name, action, target_kind, target_id, reason, details)
@@ -1031,7 +1031,7 @@ BEGIN
         RAISE EXCEPTION 'sharing grant % does not exist', p_grant USING ERRCODE = 'MM008';
     END IF;
     IF g.revoked_at IS NOT NULL THEN
-        RAISE EXCEPTION 'sharing grant % was already revoked', p_grant USING ERRCODE = 'MM002';
+        RAISE EXCEPTION 'sharing grant % was already revoked', p_grant USING ERRCODE = 'MM010';
     END IF;
     UPDATE sharing_grants SET revoked_at = now(), revoked_by = session_user::text WHERE id = g.id;
     INSERT INTO operator_actions (role_name, action, target_kind, target_id, reason, details)

@@ -161,7 +161,7 @@ impl Seeder<'_> {
                 sources: vec![SourceRef::Message(message)],
             })
             .await?;
-        Ok(written.entry_id)
+        Ok(written.entry_id())
     }
 }
 
@@ -476,7 +476,7 @@ pub async fn run_demo_turns(store: &Store, workspace: &mut DemoWorkspace) -> Res
         })
         .await?;
     workspace.conversations.push(("ops-legacy".into(), legacy));
-    workspace.entries.push(("unknown-audience".into(), legacy_entry.entry_id));
+    workspace.entries.push(("unknown-audience".into(), legacy_entry.entry_id()));
     let model = ScriptedModel::new().reply("I don't have anything I can share here about when staging is rebuilt.");
     let report = demo_turn(store, agent, engineering, "U321", "When is the staging cluster rebuilt?", model).await?;
     workspace.withheld_diagnostic_event = report.retrieval_event_ids.first().copied();

@@ -17,6 +17,7 @@ pub mod privacy;
 pub mod retrieval;
 pub mod semantic;
 pub mod service;
+pub mod sqlstate;
 pub mod store;
 pub mod tools;
 pub mod turn;

@@ -148,9 +148,10 @@ impl MemoryServer {
         let session = sessions.entry(key).or_default();
         let outcome = self.engine.run_hosted_call(inbound, &call, session).await.map_err(|e| internal(&e))?;
         let text = outcome.result.to_string();
-        Ok(match outcome.status {
-            "invalid" | "error" => CallToolResult::error(vec![ContentBlock::text(text)]),
-            _ => CallToolResult::success(vec![ContentBlock::text(text)]),
+        Ok(if outcome.status.is_error() {
+            CallToolResult::error(vec![ContentBlock::text(text)])
+        } else {
+            CallToolResult::success(vec![ContentBlock::text(text)])
         })
     }
 

@@ -216,10 +216,10 @@ async fn generate(db: &common::TestDb, seed: u64) -> Workspace {
         };
         let voice = inherited.is_none().then_some((speaker.actor, own));
         model.revisions.insert(
-            written.revision_id,
-            ModelRevision { entry: written.entry_id, body, audience, grants: vec![], restricted_to, voice },
+            written.revision_id(),
+            ModelRevision { entry: written.entry_id(), body, audience, grants: vec![], restricted_to, voice },
         );
-        model.current.insert(written.entry_id, written.revision_id);
+        model.current.insert(written.entry_id(), written.revision_id());
     }
 
     // Amend some (a few by another voice, from their own direct conversation), forget some.
@@ -329,7 +329,7 @@ async fn amend(
         .await
         .unwrap();
     let WriteOutcome::Committed(c) = outcome else { panic!("amend failed: {outcome:?}") };
-    c.revision_id
+    c.revision_id()
 }
 
 /// For revisions amended by another voice: the amender asks to release it to a conversation and

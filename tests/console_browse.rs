@@ -31,6 +31,9 @@ async fn browse_pages_newest_first_by_keyset_without_overlap() {
     assert_eq!(third.next_after, None, "the last page says so");
     assert_eq!(first.entries[0].subject_label.as_deref(), Some("Ana (id U1)"));
     assert_eq!(first.entries[0].agent_name, "browse-agent");
+    assert_eq!(first.entries[0].restriction, mesh_memory::store::RestrictionKind::None);
+    let conversations = db.store.list_conversations(Some(world.agent)).await.unwrap();
+    assert_eq!(conversations.iter().map(|c| (c.id, c.topology)).collect::<Vec<_>>(), [(chan, Topology::Channel)]);
 }
 
 #[tokio::test]
@@ -243,7 +246,7 @@ async fn operator_views_label_every_actor_the_shells_show() {
 
     let explained = views::explanation(&db.store, None, entry, chan).await.unwrap();
     assert!(!explained.eligible, "a direct message does not reach the channel");
-    assert_eq!(explained.rule, "audience_not_covered");
+    assert_eq!(explained.rule, mesh_memory::privacy::RuleName::AudienceNotCovered);
     let mut audience = explained.audience.clone();
     audience.sort();
     assert_eq!(audience, ["Ana (id U1)", "Bo (id U2)"]);
@@ -305,7 +308,7 @@ async fn an_operator_reviews_unknown_evidence_as_their_own_role_and_a_reader_can
     assert_eq!((detail.revision.entry_id, detail.revision.body.as_str()), (entry, "Budget review moved to Thursday"));
     let [source] = &detail.revision.sources[..] else { panic!("one unknown source: {:?}", detail.revision.sources) };
     assert_eq!(source.sender, Some(ana.actor));
-    assert_eq!(source.conversation_topology.as_deref(), Some("unknown"));
+    assert_eq!(source.conversation_topology, Some(Topology::Unknown));
     assert_eq!(source.members_when_sent, vec![ana.actor], "recorded members, never the agent");
     assert_eq!(source.kept_unknown_by, None);
     let choices: Vec<&str> = detail.audience_choices.iter().map(|c| c.label.as_str()).collect();

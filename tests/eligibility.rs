@@ -29,7 +29,7 @@ async fn amend(store: &Store, agent: AgentId, entry: EntryId, from: RevisionId, 
         .await
         .unwrap()
     {
-        WriteOutcome::Committed(c) => c.revision_id,
+        WriteOutcome::Committed(c) => c.revision_id(),
         other => panic!("amend did not commit: {other:?}"),
     }
 }
@@ -75,7 +75,7 @@ async fn explain_names_the_first_failing_rule_or_eligible() {
     let message = s.world.say(s.eng, &s.victor, "Bridge code 4242.").await;
     let mut restricted = s.world.memory("Bridge code 4242.", None, s.victor.actor, s.eng, message);
     restricted.restriction = Restriction::ConversationOnly(s.dm_priya);
-    let restricted = db.store.create_entry(restricted).await.unwrap().entry_id;
+    let restricted = db.store.create_entry(restricted).await.unwrap().entry_id();
 
     let explain = |entry| explain_entry(&db.store, None, entry, s.eng);
     assert_eq!(explain(shared).await.unwrap().rule, Rule::Eligible);
@@ -491,13 +491,13 @@ async fn build(
             new.restriction = Restriction::ConversationOnly(conversations[r]);
         }
         let written = store.create_entry(new).await.unwrap();
-        let mut current = written.revision_id;
+        let mut current = written.revision_id();
         if let Some((c, word)) = m.amend_in {
             let correction = world.say(conversations[c], &people[m.speaker], &format!("fix {i}")).await;
             let outcome = store
                 .amend_entry(Amendment {
                     agent: world.agent,
-                    entry: written.entry_id,
+                    entry: written.entry_id(),
                     expected_revision: current,
                     body: Some(format!("Memory {i} now mentions {} instead.", WORDS[word])),
                     subject: SubjectUpdate::Keep,
@@ -507,12 +507,12 @@ async fn build(
                 .await
                 .unwrap();
             if let WriteOutcome::Committed(c) = outcome {
-                current = c.revision_id;
+                current = c.revision_id();
             }
         }
         if let Some(g) = &m.grant {
             // A grant on revision 1 of an amended entry releases nothing: grants are per revision.
-            let target = if g.on_current { current } else { written.revision_id };
+            let target = if g.on_current { current } else { written.revision_id() };
             let audience: Vec<ActorId> =
                 people.iter().zip(&g.audience).filter(|(_, on)| **on).map(|(p, _)| p.actor).collect();
             let id = common::grant(pool, world.agent, target, &audience, false).await;
@@ -525,7 +525,7 @@ async fn build(
             }
         }
         if m.forget {
-            store.forget_entry(world.agent, written.entry_id).await.unwrap();
+            store.forget_entry(world.agent, written.entry_id()).await.unwrap();
         }
     }
     world.clock += Duration::minutes(5);

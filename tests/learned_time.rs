@@ -68,7 +68,7 @@ async fn a_turns_memory_renders_the_day_its_message_was_sent_and_resolves_yester
     );
     let report = engine.run_turn(inbound).await.unwrap();
     assert!(matches!(report.outcome, TurnOutcome::Delivered { .. }), "{:?}", report.outcome);
-    let entry = report.ledger.writes[0].entry_id;
+    let entry = report.ledger.writes[0].entry_id();
 
     // Asked weeks later: the line still says the day it was told, and what "yesterday" was.
     let outcome = ask(&s, "support group", at(2023, 6, 20, 9), RetrievalConfig::default()).await;

@@ -221,9 +221,9 @@ async fn citing_a_forgotten_private_revision_never_widens_the_new_memory() {
     // The group (Ana and Ben) could read the new message, but not the forgotten source: the new
     // memory inherits the narrower audience (Ana alone) and stays out of the group.
     let in_group = search(&s.db, &s, s.group, Some(s.ana.actor)).await;
-    assert!(!in_group.used_revisions().contains(&written.revision_id), "a forgotten source widened a memory");
+    assert!(!in_group.used_revisions().contains(&written.revision_id()), "a forgotten source widened a memory");
     let in_dm = search(&s.db, &s, s.dm_ana, Some(s.ana.actor)).await;
-    assert!(in_dm.used_revisions().contains(&written.revision_id), "the narrower audience still reads it");
+    assert!(in_dm.used_revisions().contains(&written.revision_id()), "the narrower audience still reads it");
 }
 
 // 6. An unknown speaker is a typed error before anything runs.

@@ -165,7 +165,7 @@ async fn a_sender_without_an_exact_connector_identity_blocks_the_repair() {
     .await
     .unwrap();
     assert!(repair_audience_evidence(&db.pool, REASON, false).await.unwrap().is_empty());
-    let history = db.store.entry_history(world.agent, written.entry_id).await.unwrap().unwrap();
+    let history = db.store.entry_history(world.agent, written.entry_id()).await.unwrap().unwrap();
     assert_eq!(history.revisions[0].sources[0].evidence, EvidenceView::Unknown);
 }
 
@@ -331,7 +331,7 @@ async fn the_runtime_role_writes_memories_but_cannot_rewrite_provenance() {
         .await
         .expect("the runtime role can create memories");
     let summarized: i64 = sqlx::query_scalar("SELECT count(*) FROM revision_audience_summary WHERE revision_id = $1")
-        .bind(written.revision_id)
+        .bind(written.revision_id())
         .fetch_one(&db.pool)
         .await
         .unwrap();

@@ -223,7 +223,7 @@ async fn contract_6_an_amended_memory_exposes_only_its_current_revision() {
     let outcome = ask(&w.world, eng, Some(w.victor.actor), "who leads the payments team?").await;
     assert!(outcome.selections.iter().all(|s| s.revision_id != rev1), "revision 1 is history, not retrievable");
     let outcome = ask(&w.world, eng, Some(w.victor.actor), "which team does Dana lead?").await;
-    assert_eq!(outcome.used_revisions(), vec![amended.revision_id]);
+    assert_eq!(outcome.used_revisions(), vec![amended.revision_id()]);
     assert_eq!(outcome.selections[0].revision_number, 2);
     assert!(outcome.selections[0].body.contains("platform"));
 }
@@ -291,6 +291,10 @@ async fn unknown_evidence_is_withheld_and_recorded_even_when_other_memories_are_
     assert_eq!(category.as_deref(), Some("semantic_unavailable"), "a semantic failure keeps precedence");
     assert_eq!(categories, vec!["semantic_unavailable", "eligibility_withheld_unknown"]);
     assert_eq!(withheld, serde_json::json!({"unknown_evidence": 1}));
+    // The audit reads the stored names back as the categories they are.
+    let event = explain_event(db.store.pool(), outcome.event_id).await.unwrap().unwrap();
+    assert_eq!(event.degradation_category, Some(DegradationCategory::SemanticUnavailable));
+    assert_eq!(event.degradation_categories, outcome.degradation_categories);
     assert!(!outcome.recall_json().to_string().contains("rotates"), "withheld text never reaches the result");
 }
 
@@ -419,7 +423,7 @@ async fn a_non_empty_query_requires_relevance_but_always_on_entries_are_included
     let message = w.world.say(eng, &w.victor, "Team rule: answers must name the repository.").await;
     let mut rule = w.world.memory("Answers about code must name the repository.", None, w.victor.actor, eng, message);
     rule.always_on = true;
-    let rule = db.store.create_entry(rule).await.unwrap().entry_id;
+    let rule = db.store.create_entry(rule).await.unwrap().entry_id();
     let (about_priya, _) = w.world.remember(eng, &w.priya, Some(w.priya.actor), "Likes hiking in the Alps.").await;
 
     let outcome = ask(&w.world, eng, Some(w.priya.actor), "what is the weather in Lisbon").await;
@@ -659,7 +663,7 @@ async fn conversation_only_and_forgotten_entries_are_not_retrieved() {
     let message = w.world.say(eng, &w.victor, "The incident bridge code is 4242.").await;
     let mut restricted = w.world.memory("The incident bridge code is 4242.", None, w.victor.actor, eng, message);
     restricted.restriction = Restriction::ConversationOnly(w.dm_victor);
-    let restricted = db.store.create_entry(restricted).await.unwrap().entry_id;
+    let restricted = db.store.create_entry(restricted).await.unwrap().entry_id();
     let in_dm = ask(&w.world, w.dm_victor, Some(w.victor.actor), "incident bridge").await;
     assert_eq!(entries(&in_dm), vec![restricted], "eligible in the one conversation it is confined to");
     let (forgotten, _) = w.world.remember(eng, &w.victor, None, "The incident bridge moved to Zoom.").await;

@@ -331,14 +331,14 @@ async fn after_an_amend_only_the_current_revisions_embedding_is_used() {
     let ctx = channel_context(&db, &s).await;
     let hits = semantic_hits(&db, &index, &ctx, "Victor prefers tabs over spaces in code", 10).await.unwrap();
     let ids: Vec<RevisionId> = hits.iter().map(|h| h.revision_id).collect();
-    assert!(ids.contains(&amend.revision_id));
+    assert!(ids.contains(&amend.revision_id()));
     assert!(!ids.contains(&s.tabs.1), "a superseded revision is excluded by revision state");
 
     let retriever = Retriever::new(db.store.clone(), RetrievalConfig::default()).with_semantic_index(Arc::new(index));
     let outcome = retriever.search(&recall(&s, "Victor prefers tabs over spaces in code")).await.unwrap();
     let selected = outcome.used_revisions();
-    assert!(selected.contains(&amend.revision_id) && !selected.contains(&s.tabs.1), "{selected:?}");
-    let current = outcome.selections.iter().find(|x| x.revision_id == amend.revision_id).unwrap();
+    assert!(selected.contains(&amend.revision_id()) && !selected.contains(&s.tabs.1), "{selected:?}");
+    let current = outcome.selections.iter().find(|x| x.revision_id == amend.revision_id()).unwrap();
     assert!(current.components.semantic.is_some(), "semantic rank is shown in the components");
     assert!(outcome.degradation_categories.is_empty(), "{:?}", outcome.degradation_categories);
 }

@@ -13,7 +13,10 @@ use mesh_memory::privacy::sharing::{
     NewSharingRequest, SharingError, SharingRequestId,
 };
 use mesh_memory::retrieval::{RetrievalConfig, RetrievalMode, Retriever, SearchRequest};
-use mesh_memory::store::{Amendment, Direction, NewMessage, Store, SubjectUpdate, Topology};
+use mesh_memory::store::{
+    Amendment, Direction, NewMessage, SharingRequestView, SharingState, Store, SubjectUpdate, Topology,
+};
+use mesh_memory::tools::ToolStatus;
 use mesh_memory::turn::{ScriptedModel, TurnEngine, TurnOutcome};
 use mesh_memory::{ConversationId, EntryId, MessageId, RevisionId};
 use serde_json::json;
@@ -120,7 +123,7 @@ async fn no_tool_argument_however_crafted_creates_a_grant() {
         );
         let report = engine(&s.db.store, &model).run_turn(inbound).await.unwrap();
         assert!(report.ledger.is_empty());
-        assert!(report.tool_calls.iter().all(|c| c.status == "rejected"));
+        assert!(report.tool_calls.iter().all(|c| c.status == ToolStatus::Rejected));
     }
     // A valid request with a rationale claiming approval still only creates a pending request.
     let model = Arc::new(
@@ -144,7 +147,7 @@ async fn no_tool_argument_however_crafted_creates_a_grant() {
             .reply("Okay."),
     );
     let report = engine(&s.db.store, &model).run_turn(in_channel).await.unwrap();
-    assert_eq!(report.tool_calls[0].status, "rejected");
+    assert_eq!(report.tool_calls[0].status, ToolStatus::Rejected);
 
     assert_eq!(grants(&s.db).await, 0, "no tool call created a grant");
     let pending = list_pending(&s.db.pool, Some(s.world.agent)).await.unwrap();
@@ -167,8 +170,16 @@ async fn source_actor_authenticated_confirmation_creates_the_grant() {
     let mut s = scene().await;
     let request = request_via_turn(&mut s).await;
     assert!(!selected_in(&s.db.store, &s, s.engineering).await.contains(&s.private_revision));
+    let queue = |state| s.db.store.list_sharing_requests(state);
+    let states = |rows: Vec<SharingRequestView>| rows.into_iter().map(|r| (r.id, r.state)).collect::<Vec<_>>();
+    assert_eq!(states(queue(Some(SharingState::Pending)).await.unwrap()), [(request.0, SharingState::Pending)]);
+    assert!(queue(Some(SharingState::Approved)).await.unwrap().is_empty());
     let confirmation = authenticated_dm(&s, s.dm_priya, &s.priya, "Yes, share it.").await;
     let grant = granted(confirm_by_source_actor(&s.db.pool, request, confirmation).await.unwrap());
+    // The queue filters by the typed state; `None` is every state.
+    assert!(queue(Some(SharingState::Pending)).await.unwrap().is_empty());
+    assert_eq!(states(queue(Some(SharingState::Approved)).await.unwrap()), [(request.0, SharingState::Approved)]);
+    assert_eq!(states(queue(None).await.unwrap()), [(request.0, SharingState::Approved)]);
     let row: (String, Option<uuid::Uuid>, Option<uuid::Uuid>) = sqlx::query_as(
         "SELECT authority::text, confirmed_by_actor_id, confirmed_by_message_id FROM sharing_grants WHERE id = $1",
     )
@@ -428,6 +439,9 @@ async fn a_grant_revoked_between_retrieval_and_delivery_withholds_the_reply() {
     );
     let (role, operator) = common::login_role(&s.db, "mm_operator_test", "mesh_operator").await;
     revoke_grant(&operator, grant, "released by mistake").await.unwrap();
+    // A second revocation is refused with its own code (MM010), not as a decided request.
+    let again = revoke_grant(&operator, grant, "twice").await.unwrap_err();
+    assert!(matches!(again, SharingError::AlreadyRevoked(g) if g == grant), "{again}");
     let report = engine.deliver(prepared).await.unwrap();
     let TurnOutcome::Withheld { recheck } = &report.outcome else { panic!("{:?}", report.outcome) };
     assert!(recheck.audience_change.is_none());
@@ -466,14 +480,14 @@ async fn amended_by_another_voice(s: &mut Scene) -> (SharingRequestId, RevisionI
         NewSharingRequest {
             agent: s.world.agent,
             via_message: via,
-            revision: amended.revision_id,
+            revision: amended.revision_id(),
             target_conversation: all,
             rationale: "Victor asked".into(),
         },
     )
     .await
     .unwrap();
-    (request, amended.revision_id)
+    (request, amended.revision_id())
 }
 
 #[tokio::test]

@@ -105,9 +105,9 @@ async fn amend_makes_revision_two_and_leaves_revision_one_byte_identical() {
     change.sources = vec![SourceRef::Message(correction)];
     let outcome = db.store.amend_entry(change).await.unwrap();
     let WriteOutcome::Committed(written) = outcome else { panic!("amend should commit: {outcome:?}") };
-    assert_eq!(written.operation, WriteOperation::Amend);
-    assert_eq!(written.revision_number, 2);
-    assert!(!written.subject_changed);
+    assert_eq!(written.operation(), WriteOperation::Amend);
+    assert_eq!(written.revision_number(), 2);
+    assert!(!written.subject_changed());
 
     let after: (String, Option<uuid::Uuid>, chrono::DateTime<chrono::Utc>) =
         sqlx::query_as("SELECT body, subject_actor_id, created_at FROM memory_entry_revisions WHERE id = $1")
@@ -119,7 +119,7 @@ async fn amend_makes_revision_two_and_leaves_revision_one_byte_identical() {
 
     let history = db.store.entry_history(w.agent, entry).await.unwrap().unwrap();
     assert_eq!(history.revisions.len(), 2);
-    assert_eq!(history.current_revision_id, written.revision_id);
+    assert_eq!(history.current_revision_id, written.revision_id());
     let rev2 = &history.revisions[1];
     let kinds: Vec<&str> = rev2.sources.iter().map(|s| s.kind.as_str()).collect();
     assert!(kinds.contains(&"parent_revision"), "parent recorded: {kinds:?}");
@@ -128,7 +128,7 @@ async fn amend_makes_revision_two_and_leaves_revision_one_byte_identical() {
     // Forget keeps the whole history.
     let forgotten = db.store.forget_entry(w.agent, entry).await.unwrap();
     assert!(
-        matches!(forgotten, WriteOutcome::Committed(ref c) if c.operation == WriteOperation::Forget && c.revision_number == 2)
+        matches!(forgotten, WriteOutcome::Committed(ref c) if c.operation() == WriteOperation::Forget && c.revision_number() == 2)
     );
     let history = db.store.entry_history(w.agent, entry).await.unwrap().unwrap();
     assert_eq!(history.state, mesh_memory::store::EntryState::Forgotten);
@@ -148,9 +148,9 @@ async fn subject_change_is_reported_only_when_the_subject_changed() {
     change.body = None;
     change.subject = SubjectUpdate::Set(victor.actor);
     let WriteOutcome::Committed(written) = db.store.amend_entry(change).await.unwrap() else { panic!() };
-    assert!(written.subject_changed);
+    assert!(written.subject_changed());
 
-    let unchanged = amendment(&w, entry, written.revision_id, "Prefers tabs");
+    let unchanged = amendment(&w, entry, written.revision_id(), "Prefers tabs");
     let err = db.store.amend_entry(unchanged).await.unwrap_err();
     assert!(matches!(err, StoreError::InvalidInput { field: "amendment", .. }), "{err}");
 }
@@ -374,19 +374,19 @@ async fn a_source_audience_is_one_sorted_array_that_amends_copy_and_derived_sour
         panic!("the amend commits")
     };
     assert_eq!(
-        audiences(amended.revision_id).await,
+        audiences(amended.revision_id()).await,
         vec![all_three.clone(), all_three.clone()],
         "copied message source and parent source"
     );
 
     let message = w.say(pair, &victor, "what did we decide?").await;
     let mut derived = w.memory("Victor asked about the launch", None, victor.actor, pair, message);
-    derived.sources.push(SourceRef::RetrievedRevision(amended.revision_id));
+    derived.sources.push(SourceRef::RetrievedRevision(amended.revision_id()));
     let derived = db.store.create_entry(derived).await.unwrap();
-    assert_eq!(audiences(derived.revision_id).await, vec![two.clone(), all_three.clone()]);
+    assert_eq!(audiences(derived.revision_id()).await, vec![two.clone(), all_three.clone()]);
     let summary: Vec<uuid::Uuid> =
         sqlx::query_scalar("SELECT audience FROM revision_audience_summary WHERE revision_id = $1")
-            .bind(derived.revision_id)
+            .bind(derived.revision_id())
             .fetch_one(&db.pool)
             .await
             .unwrap();
@@ -415,8 +415,8 @@ async fn every_revision_write_enqueues_index_work_in_the_same_transaction() {
         work,
         vec![
             (rev1.0, "index_revision".to_owned()),
-            (rev2.revision_id.0, "index_revision".to_owned()),
-            (rev2.revision_id.0, "retire_entry".to_owned())
+            (rev2.revision_id().0, "index_revision".to_owned()),
+            (rev2.revision_id().0, "retire_entry".to_owned())
         ]
     );
 }
@@ -475,17 +475,17 @@ async fn concurrent_remembers_share_a_transaction_and_each_gets_its_own_write() 
     while let Some(joined) = tasks.join_next().await {
         let (i, agent, result) = joined.unwrap();
         let write = result.unwrap_or_else(|e| panic!("create {i} failed: {e}"));
-        assert_eq!(write.operation, WriteOperation::Create);
-        let history = db.store.entry_history(agent, write.entry_id).await.unwrap().expect("the entry exists");
+        assert_eq!(write.operation(), WriteOperation::Create);
+        let history = db.store.entry_history(agent, write.entry_id()).await.unwrap().expect("the entry exists");
         let revision = &history.revisions[0];
         assert_eq!(revision.body, format!("fact number {i}"), "each caller gets the entry it asked for");
-        assert_eq!(revision.id, write.revision_id);
+        assert_eq!(revision.id, write.revision_id());
         let expected_reader = if i % 2 == 0 { pa.actor } else { pb.actor };
         match &revision.sources[0].evidence {
             EvidenceView::Known { actors, .. } => assert_eq!(actors, &vec![expected_reader]),
             other => panic!("create {i}: expected known evidence, got {other:?}"),
         }
-        written.push(write.entry_id.0);
+        written.push(write.entry_id().0);
     }
     let transactions: i64 =
         sqlx::query_scalar("SELECT count(DISTINCT xmin::text) FROM memory_entries WHERE id = ANY($1)")
@@ -535,7 +535,7 @@ async fn one_bad_remember_in_a_batch_fails_alone() {
             }
             (i, result) => {
                 let write = result.unwrap_or_else(|e| panic!("good create {i} failed: {e}"));
-                let history = db.store.entry_history(w.agent, write.entry_id).await.unwrap().unwrap();
+                let history = db.store.entry_history(w.agent, write.entry_id()).await.unwrap().unwrap();
                 assert_eq!(history.revisions[0].body, format!("fact {i}"));
                 committed += 1;
             }

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use common::{test_db, Person, TestDb, World};
 use mesh_memory::retrieval::{RetrievalConfig, Retriever};
 use mesh_memory::store::{Amendment, SourceKind, SubjectUpdate, Topology, WriteOperation, WriteOutcome};
+use mesh_memory::tools::ToolStatus;
 use mesh_memory::turn::guard::ClaimKind;
 use mesh_memory::turn::scripted::tool_results;
 use mesh_memory::turn::{
-    get_turn, list_turns, ChatMessage, ChatResponse, ScriptedModel, TurnConfig, TurnEngine, TurnOutcome,
+    get_turn, list_turns, ChatMessage, ChatResponse, RecordedLedger, ScriptedModel, TurnConfig, TurnEngine, TurnOutcome,
 };
 use mesh_memory::{ConversationId, EntryId, MessageId};
 use serde_json::json;
@@ -95,12 +96,12 @@ async fn production_incident_two_remembers_then_false_supersession_claim_fails()
         assert_eq!(live.len(), before + 2);
         assert!(live.iter().all(|(_, number)| *number == 1));
         assert_eq!(report.ledger.writes.len(), 2);
-        assert!(report.ledger.writes.iter().all(|w| w.operation == WriteOperation::Create));
+        assert!(report.ledger.writes.iter().all(|w| w.operation() == WriteOperation::Create));
         // The reply was generated with the complete ledger and the prohibitions as a developer message.
         let last = model.requests().last().unwrap().clone();
         let ChatMessage::Developer { content } = last.messages.last().unwrap() else { panic!("ledger last") };
         for w in &report.ledger.writes {
-            let named = format!("{} -> revision {}", w.entry_id.short(), w.revision_number);
+            let named = format!("{} -> revision {}", w.entry_id().short(), w.revision_number());
             assert!(content.contains(&named), "ledger names every entry and its revision: {content}");
         }
         assert!(content.contains("Nothing was re-attributed"));
@@ -108,7 +109,7 @@ async fn production_incident_two_remembers_then_false_supersession_claim_fails()
         // Persisted, and no outbound message recorded.
         let stored = get_turn(&s.db.pool, report.turn_id).await.unwrap().unwrap();
         assert_eq!(stored.outcome, "claim_guard_failed");
-        assert_eq!(stored.ledger, report.ledger);
+        assert_eq!(stored.ledger, RecordedLedger::from(&report.ledger));
     }
     assert_eq!(count(&s.db, "SELECT count(*) FROM messages WHERE direction = 'outbound'").await, 0);
 }
@@ -140,9 +141,9 @@ async fn body_only_amend_then_reattribution_claim_fails() {
     let report = engine(&s.db, &model).run_turn(inbound).await.unwrap();
     assert_eq!(claim_kinds(&report.outcome), vec![ClaimKind::Reattributed]);
     assert_eq!(report.ledger.writes.len(), 1);
-    assert_eq!(report.ledger.writes[0].operation, WriteOperation::Amend);
-    assert_eq!(report.ledger.writes[0].entry_id, entry);
-    assert!(!report.ledger.writes[0].subject_changed);
+    assert_eq!(report.ledger.writes[0].operation(), WriteOperation::Amend);
+    assert_eq!(report.ledger.writes[0].entry_id(), entry);
+    assert!(!report.ledger.writes[0].subject_changed());
     // The amend really committed (the ledger is the store's word), and its subject is unchanged.
     let history = s.db.store.entry_history(s.world.agent, entry).await.unwrap().unwrap();
     assert_eq!(history.revisions.len(), 2);
@@ -160,7 +161,7 @@ async fn noop_forget_of_unknown_id_then_forgot_claim_fails() {
     let report = engine(&s.db, &model).run_turn(inbound).await.unwrap();
     assert_eq!(claim_kinds(&report.outcome), vec![ClaimKind::Deleted]);
     assert!(report.ledger.is_empty(), "a call that changed nothing adds nothing to the ledger");
-    assert_eq!(report.tool_calls[0].status, "nothing_changed");
+    assert_eq!(report.tool_calls[0].status, ToolStatus::NothingChanged);
     // The model was told nothing changed.
     let results = tool_results(&model.requests()[1]);
     assert_eq!(results[0]["status"], "nothing_changed");
@@ -197,7 +198,7 @@ async fn honest_reply_after_a_real_amend_is_delivered() {
     let report = engine(&s.db, &model).run_turn(inbound).await.unwrap();
     let TurnOutcome::Delivered { outbound_message } = report.outcome else { panic!("{:?}", report.outcome) };
     assert_eq!(report.reply.as_deref(), Some("I've updated that memory and re-attributed it to Priya."));
-    assert!(report.ledger.writes[0].subject_changed);
+    assert!(report.ledger.writes[0].subject_changed());
     // The recheck did not withhold the reply although the used revision was amended: by this turn.
     let history = s.db.store.entry_history(s.world.agent, entry).await.unwrap().unwrap();
     assert_ne!(history.current_revision_id, first_revision);
@@ -237,7 +238,7 @@ async fn malformed_second_call_rejects_the_round_and_commits_nothing() {
         );
         let report = engine(&s.db, &model).run_turn(inbound).await.unwrap();
         assert!(report.ledger.is_empty(), "{second}");
-        assert!(report.tool_calls.iter().all(|c| c.status == "rejected"));
+        assert!(report.tool_calls.iter().all(|c| c.status == ToolStatus::Rejected));
         assert!(matches!(report.outcome, TurnOutcome::Delivered { .. }));
         let results = tool_results(&model.requests()[1]);
         assert!(results.iter().all(|r| r["status"] == "rejected"));
@@ -282,7 +283,7 @@ async fn fan_out_over_the_bound_is_rejected_whole() {
     let report = engine(&s.db, &model).with_config(config.clone()).run_turn(inbound).await.unwrap();
     assert!(report.ledger.is_empty());
     assert_eq!(report.tool_calls.len(), 3);
-    assert!(report.tool_calls.iter().all(|c| c.status == "rejected"));
+    assert!(report.tool_calls.iter().all(|c| c.status == ToolStatus::Rejected));
     assert_eq!(count(&s.db, "SELECT count(*) FROM memory_entries").await, 0);
     // At the bound it runs.
     let model = Arc::new(ScriptedModel::new().calls(three[..2].to_vec()).reply("I stored two memories."));
@@ -324,8 +325,8 @@ async fn remember_inherits_message_history_and_retrieved_revisions_even_after_fo
     );
     let report = engine(&s.db, &model).run_turn(inbound).await.unwrap();
     assert!(matches!(report.outcome, TurnOutcome::Delivered { .. }), "{:?}", report.outcome);
-    let created = report.ledger.writes.iter().find(|w| w.operation == WriteOperation::Create).unwrap();
-    let history = s.db.store.entry_history(s.world.agent, created.entry_id).await.unwrap().unwrap();
+    let created = report.ledger.writes.iter().find(|w| w.operation() == WriteOperation::Create).unwrap();
+    let history = s.db.store.entry_history(s.world.agent, created.entry_id()).await.unwrap().unwrap();
     let sources = &history.revisions[0].sources;
     assert!(sources.iter().any(|s| s.kind == SourceKind::Message && s.message_id == Some(inbound)));
     assert!(sources.iter().any(|s| s.kind == SourceKind::HistoryMessage && s.message_id == Some(earlier)));

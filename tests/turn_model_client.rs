@@ -243,7 +243,7 @@ async fn a_whole_turn_runs_through_the_real_client() {
     assert!(last[last.len() - 1]["content"]
         .as_str()
         .unwrap()
-        .contains(&report.ledger.writes[0].entry_id.short().to_string()));
+        .contains(&report.ledger.writes[0].entry_id().short().to_string()));
     assert!(last.iter().any(|m| m["role"] == "tool" && m["tool_call_id"] == "call_1"));
 }
 

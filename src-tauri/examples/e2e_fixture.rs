@@ -164,9 +164,9 @@ async fn seed(store: &Store, admin: &sqlx::PgPool) -> Result<serde_json::Value> 
         "engineering": engineering.to_string(),
         "event_id": event.to_string(),
         "request_id": request_id.to_string(),
-        "withheld_entry": withheld.entry_id.to_string(),
-        "withheld_revision": withheld.revision_id.to_string(),
-        "still_withheld_revision": still_withheld.revision_id.to_string(),
+        "withheld_entry": withheld.entry_id().to_string(),
+        "withheld_revision": withheld.revision_id().to_string(),
+        "still_withheld_revision": still_withheld.revision_id().to_string(),
         "victor": victor.to_string(),
         "stale": stale,
         "token_id": token.id.to_string(),
@@ -225,13 +225,13 @@ impl AlexDm {
             NewSharingRequest {
                 agent: self.agent,
                 via_message: ask,
-                revision: memory.revision_id,
+                revision: memory.revision_id(),
                 target_conversation: target,
                 rationale: "Alex asked me to tell #engineering.".into(),
             },
         )
         .await?;
-        Ok((memory.entry_id, request))
+        Ok((memory.entry_id(), request))
     }
 }
 

@@ -7,7 +7,7 @@ use mesh_memory::privacy::repair::{EvidenceReviewDecision, ReviewedSource};
 use mesh_memory::privacy::sharing::SharingRequestId;
 use mesh_memory::store::{
     ActorChoice, AgentSummary, BrowseFilter, ConversationChoice, EntryPage, EvidenceReviewPage, OperatorRights,
-    SharingRequestView,
+    SharingRequestView, SharingState,
 };
 use mesh_memory::views::{
     self, AccessTokenRow, EntryDetail, EvidenceReviewDetail, Explanation, RetrievalEventDetail, RetrievalEventList,
@@ -156,12 +156,16 @@ pub async fn explain(
     Ok(operator::explain(&console.store().await?, None, entry_id, conversation_id).await?)
 }
 
-/// Sharing requests (`pending` by default; `all` for every state), each pending one with the
-/// voices it still waits for.
+/// Sharing requests in `state`, or in every state with `null` (a state the UI cannot misspell:
+/// the bindings type it as the literal union of the four), each pending one with the voices it
+/// still waits for.
 #[tauri::command]
 #[specta::specta]
-pub async fn sharing_requests(console: State<'_, Console>, state: Option<String>) -> Res<Vec<SharingRequestView>> {
-    Ok(operator::sharing_queue(&console.store().await?, state.as_deref()).await?)
+pub async fn sharing_requests(
+    console: State<'_, Console>,
+    state: Option<SharingState>,
+) -> Res<Vec<SharingRequestView>> {
+    Ok(operator::sharing_queue(&console.store().await?, state).await?)
 }
 
 /// Approve (creating a revision-scoped grant) or deny a pending request, with a reason. Runs as

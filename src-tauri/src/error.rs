@@ -89,7 +89,7 @@ impl From<mesh_memory::privacy::sharing::SharingError> for ConsoleError {
         use mesh_memory::privacy::sharing::SharingError as E;
         let kind = match &err {
             E::UnknownRequest(_) | E::UnknownGrant(_) => ErrorKind::NotFound,
-            E::AlreadyDecided(_) | E::StaleRequest | E::Expired => ErrorKind::Conflict,
+            E::AlreadyDecided(_) | E::AlreadyRevoked(_) | E::StaleRequest | E::Expired => ErrorKind::Conflict,
             E::ReasonRequired => ErrorKind::Invalid,
             E::PermissionDenied => ErrorKind::Forbidden,
             E::Database(db) => return database_error(db),

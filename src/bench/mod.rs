@@ -225,12 +225,12 @@ pub async fn measure_amend_throughput(
     let deadline = Instant::now() + duration;
     write_rate(store, workspace, concurrency, 2000, move |store, mut writer| async move {
         let created = store.create_entry(writer.memory()).await?;
-        let mut expected = created.revision_id;
+        let mut expected = created.revision_id();
         let mut took = Vec::new();
         while Instant::now() < deadline {
             let amendment = crate::store::Amendment {
                 agent: writer.workspace.agent,
-                entry: created.entry_id,
+                entry: created.entry_id(),
                 expected_revision: expected,
                 body: Some(writer.body()),
                 subject: crate::store::SubjectUpdate::Keep,
@@ -240,7 +240,7 @@ pub async fn measure_amend_throughput(
             let started = Instant::now();
             if let crate::store::WriteOutcome::Committed(c) = store.amend_entry(amendment).await? {
                 took.push(started.elapsed());
-                expected = c.revision_id;
+                expected = c.revision_id();
             }
         }
         Ok(took)

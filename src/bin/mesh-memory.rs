@@ -955,7 +955,7 @@ async fn explain(
             explained.event_id,
             explained.mode,
             explained.created_at.format("%Y-%m-%d %H:%M:%S"),
-            explained.degradation_category.as_deref().unwrap_or("none")
+            explained.degradation_category.map_or("none", |c| c.as_str())
         );
         for (rank, s) in explained.selections.iter().enumerate() {
             let learned = s.learned_at.map(|t| format!("  learned {}", t.format("%Y-%m-%d %H:%M"))).unwrap_or_default();
@@ -1208,7 +1208,7 @@ async fn chat(store: &Store, agent: &str, conversation: &str, speaker: &str) -> 
             (outcome, _) => println!("[turn {} not delivered: {}]", report.turn_id, outcome.name()),
         }
         for w in &report.ledger.writes {
-            eprintln!("  [{:?} entry {} -> revision #{}]", w.operation, w.entry_id, w.revision_number);
+            eprintln!("  [{:?} entry {} -> revision #{}]", w.operation(), w.entry_id(), w.revision_number());
         }
     }
     Ok(())

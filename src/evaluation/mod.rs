@@ -239,7 +239,7 @@ async fn load_sample(store: &Store, sample: &dataset::Sample, run: &str) -> Resu
                 sources: vec![SourceRef::Message(message)],
             })
             .await?;
-        turn_of.insert(written.revision_id, turn.dia_id.clone());
+        turn_of.insert(written.revision_id(), turn.dia_id.clone());
     }
     Ok(LoadedSample { agent, ask_in, asked_at: last_said + Duration::days(1), speakers, turn_of })
 }

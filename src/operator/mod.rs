@@ -17,7 +17,7 @@ use crate::ids::{AgentId, ConversationId, EntryId, SourceId};
 use crate::privacy::repair::{self, EvidenceReviewDecision, RepairError, ReviewedSource};
 use crate::privacy::sharing::{self, SharingError, SharingGrantId, SharingRequestId};
 use crate::privacy::PrivacyError;
-use crate::store::{self, OperatorRights, SharingRequestView, Store, StoreError};
+use crate::store::{self, OperatorRights, SharingRequestView, SharingState, Store, StoreError};
 use crate::views::{self, AccessTokenRow, Explanation};
 
 /// Why an operator action or read did not happen. Nothing was written.
@@ -136,14 +136,12 @@ impl OperatorSession {
     }
 }
 
-/// The sharing queue: requests in `state` (`pending` when `None`; `"all"` for every state),
-/// oldest pending first, each pending one with the voices whose confirmation it still waits for.
-pub async fn sharing_queue(store: &Store, state: Option<&str>) -> Result<Vec<SharingRequestView>, OperatorError> {
-    let state = match state {
-        None | Some("") => Some("pending"),
-        Some("all") => None,
-        Some(other) => Some(other),
-    };
+/// The sharing queue: requests in `state` (every state with `None`), oldest pending first, each
+/// pending one with the voices whose confirmation it still waits for.
+pub async fn sharing_queue(
+    store: &Store,
+    state: Option<SharingState>,
+) -> Result<Vec<SharingRequestView>, OperatorError> {
     Ok(store.list_sharing_requests(state).await?)
 }
 

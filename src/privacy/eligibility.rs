@@ -149,20 +149,18 @@ pub enum Rule {
 impl Rule {
     /// Maps the SQL function's `(rule, source_id)` pair.
     fn from_sql(rule: &str, source: Option<Uuid>) -> Result<Rule, PrivacyError> {
-        let with_source = |make: fn(SourceId) -> Rule| {
-            source.map(|s| make(SourceId(s))).ok_or_else(|| PrivacyError::UnexpectedRule(rule.to_owned()))
-        };
-        Ok(match rule {
-            "eligible" => Rule::Eligible,
-            "foreign_agent" => Rule::ForeignAgent,
-            "forgotten" => Rule::Forgotten,
-            "not_current" => Rule::NotCurrent,
-            "restriction" => Rule::Restriction,
-            "no_lineage" => Rule::NoLineage,
-            "unknown_evidence" => with_source(|source_id| Rule::UnknownEvidence { source_id })?,
-            "audience_not_covered" => with_source(|source_id| Rule::AudienceNotCovered { source_id })?,
-            "audience_unknown" => Rule::AudienceUnknown,
-            other => return Err(PrivacyError::UnexpectedRule(other.to_owned())),
+        let unexpected = || PrivacyError::UnexpectedRule(rule.to_owned());
+        let with_source = |make: fn(SourceId) -> Rule| source.map(|s| make(SourceId(s))).ok_or_else(unexpected);
+        Ok(match RuleName::from_sql(rule).ok_or_else(unexpected)? {
+            RuleName::Eligible => Rule::Eligible,
+            RuleName::ForeignAgent => Rule::ForeignAgent,
+            RuleName::Forgotten => Rule::Forgotten,
+            RuleName::NotCurrent => Rule::NotCurrent,
+            RuleName::Restriction => Rule::Restriction,
+            RuleName::NoLineage => Rule::NoLineage,
+            RuleName::UnknownEvidence => with_source(|source_id| Rule::UnknownEvidence { source_id })?,
+            RuleName::AudienceNotCovered => with_source(|source_id| Rule::AudienceNotCovered { source_id })?,
+            RuleName::AudienceUnknown => Rule::AudienceUnknown,
         })
     }
 
@@ -171,19 +169,24 @@ impl Rule {
         matches!(self, Rule::Eligible)
     }
 
+    /// Which rule, without the source it names.
+    pub fn kind(&self) -> RuleName {
+        match self {
+            Rule::Eligible => RuleName::Eligible,
+            Rule::ForeignAgent => RuleName::ForeignAgent,
+            Rule::Forgotten => RuleName::Forgotten,
+            Rule::NotCurrent => RuleName::NotCurrent,
+            Rule::Restriction => RuleName::Restriction,
+            Rule::NoLineage => RuleName::NoLineage,
+            Rule::UnknownEvidence { .. } => RuleName::UnknownEvidence,
+            Rule::AudienceNotCovered { .. } => RuleName::AudienceNotCovered,
+            Rule::AudienceUnknown => RuleName::AudienceUnknown,
+        }
+    }
+
     /// The rule's stable snake_case name (as stored by SQL and shown in diagnostics).
     pub fn name(&self) -> &'static str {
-        match self {
-            Rule::Eligible => "eligible",
-            Rule::ForeignAgent => "foreign_agent",
-            Rule::Forgotten => "forgotten",
-            Rule::NotCurrent => "not_current",
-            Rule::Restriction => "restriction",
-            Rule::NoLineage => "no_lineage",
-            Rule::UnknownEvidence { .. } => "unknown_evidence",
-            Rule::AudienceNotCovered { .. } => "audience_not_covered",
-            Rule::AudienceUnknown => "audience_unknown",
-        }
+        self.kind().as_str()
     }
 
     /// One sentence for operators.
@@ -205,6 +208,66 @@ impl Rule {
                 "rejected: the destination audience is unknown or empty (no reader, or a speaker who is not a member)".into()
             }
         }
+    }
+}
+
+/// The name of a [`Rule`] without the source it names, in the rule order (each variant means the
+/// [`Rule`] of the same name): what SQL returns as `rule` and what the console shows, so the UI
+/// gets a closed set of names rather than a string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)] // documented on `Rule`
+pub enum RuleName {
+    Eligible,
+    ForeignAgent,
+    Forgotten,
+    NotCurrent,
+    Restriction,
+    NoLineage,
+    UnknownEvidence,
+    AudienceNotCovered,
+    AudienceUnknown,
+}
+
+impl RuleName {
+    /// Every rule name, in the rule order.
+    pub const ALL: [RuleName; 9] = [
+        Self::Eligible,
+        Self::ForeignAgent,
+        Self::Forgotten,
+        Self::NotCurrent,
+        Self::Restriction,
+        Self::NoLineage,
+        Self::UnknownEvidence,
+        Self::AudienceNotCovered,
+        Self::AudienceUnknown,
+    ];
+
+    /// The snake_case name SQL uses.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Eligible => "eligible",
+            Self::ForeignAgent => "foreign_agent",
+            Self::Forgotten => "forgotten",
+            Self::NotCurrent => "not_current",
+            Self::Restriction => "restriction",
+            Self::NoLineage => "no_lineage",
+            Self::UnknownEvidence => "unknown_evidence",
+            Self::AudienceNotCovered => "audience_not_covered",
+            Self::AudienceUnknown => "audience_unknown",
+        }
+    }
+
+    /// The rule SQL named, `None` for a name this build does not know (a newer schema).
+    pub fn from_sql(name: &str) -> Option<RuleName> {
+        Self::ALL.into_iter().find(|rule| rule.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for RuleName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

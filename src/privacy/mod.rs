@@ -15,5 +15,5 @@ pub mod sharing;
 
 pub use eligibility::{
     explain_entry, recheck_delivery, revision_verdicts, AudienceChange, DeliveryRecheck, EligibilityContext,
-    EntryExplanation, FailingSource, PrivacyError, Rule, StaleRevision, Verdict,
+    EntryExplanation, FailingSource, PrivacyError, Rule, RuleName, StaleRevision, Verdict,
 };

@@ -25,6 +25,7 @@ use uuid::Uuid;
 
 use super::eligibility::{revision_verdicts, EligibilityContext, PrivacyError};
 use crate::ids::{ActorId, AgentId, ConversationId, MessageId, RevisionId};
+use crate::sqlstate::ProjectSqlState;
 use crate::store::{Store, StoreError};
 
 /// How long a pending request stays decidable.
@@ -93,6 +94,9 @@ pub enum SharingError {
     /// what was decided and by whom, when known.
     #[error("already decided ({0}); nothing was written")]
     AlreadyDecided(String),
+    /// The grant was revoked already (by another operator); nothing was written.
+    #[error("sharing grant {0} was revoked already; nothing was written")]
+    AlreadyRevoked(SharingGrantId),
     /// The request's revision was amended or forgotten since; it can no longer be approved.
     #[error(
         "the memory was amended or forgotten since this request, so the requested revision is no longer current \
@@ -126,23 +130,28 @@ pub enum SharingError {
 impl From<sqlx::Error> for SharingError {
     fn from(error: sqlx::Error) -> Self {
         let Some(db) = error.as_database_error() else { return SharingError::Database(error) };
+        if db.code().as_deref() == Some(PERMISSION_DENIED) {
+            return SharingError::PermissionDenied;
+        }
         let message = db.message().to_owned();
-        match db.code().as_deref() {
-            Some("42501") => SharingError::PermissionDenied,
-            Some("MM002") => SharingError::AlreadyDecided(message),
-            Some("MM003") => SharingError::Expired,
-            Some("MM004") => SharingError::StaleRequest,
-            Some("MM005") => SharingError::ConfirmationNotAuthenticated,
-            Some("MM006") => SharingError::NotSourceActor,
-            Some("MM007") => SharingError::ReasonRequired,
+        match ProjectSqlState::of(&error) {
+            Some(ProjectSqlState::AlreadyDecided) => SharingError::AlreadyDecided(message),
+            Some(ProjectSqlState::RequestExpired) => SharingError::Expired,
+            Some(ProjectSqlState::StaleRequest) => SharingError::StaleRequest,
+            Some(ProjectSqlState::ConfirmationNotAuthenticated) => SharingError::ConfirmationNotAuthenticated,
+            Some(ProjectSqlState::NotSourceActor) => SharingError::NotSourceActor,
+            Some(ProjectSqlState::ReasonRequired) => SharingError::ReasonRequired,
             _ => SharingError::Database(error),
         }
     }
 }
 
+/// PostgreSQL's `insufficient_privilege`.
+const PERMISSION_DENIED: &str = "42501";
+
 fn map_request_error(error: sqlx::Error, request: SharingRequestId) -> SharingError {
-    match error.as_database_error().and_then(|d| d.code()).as_deref() {
-        Some("MM001") => SharingError::UnknownRequest(request),
+    match ProjectSqlState::of(&error) {
+        Some(ProjectSqlState::UnknownSharingRequest) => SharingError::UnknownRequest(request),
         _ => SharingError::from(error),
     }
 }
@@ -423,8 +432,9 @@ pub async fn revoke_grant(operator_pool: &PgPool, grant: SharingGrantId, reason:
         .execute(operator_pool)
         .await
         .map(|_| ())
-        .map_err(|e| match e.as_database_error().and_then(|d| d.code()).as_deref() {
-            Some("MM008") => SharingError::UnknownGrant(grant),
+        .map_err(|e| match ProjectSqlState::of(&e) {
+            Some(ProjectSqlState::UnknownGrant) => SharingError::UnknownGrant(grant),
+            Some(ProjectSqlState::AlreadyRevoked) => SharingError::AlreadyRevoked(grant),
             _ => SharingError::from(e),
         })
 }

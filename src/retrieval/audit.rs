@@ -20,6 +20,7 @@ use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RetrievalEventId, Re
 /// precedes `eligibility_withheld_unknown` (the spec: "an earlier semantic failure category
 /// retains precedence").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(rename_all = "snake_case")]
 pub enum DegradationCategory {
     /// No vector index: semantic candidates missing, lexical still ran.
@@ -64,6 +65,46 @@ impl DegradationCategory {
             Self::AudienceWithoutReaders => "audience_without_readers",
             Self::SpeakerNotMember => "speaker_not_member",
         }
+    }
+
+    /// The category a recorded name stands for (an old name included), `None` for a name this
+    /// build does not know.
+    pub fn from_stored(name: &str) -> Option<Self> {
+        use serde::de::IntoDeserializer;
+        // The oldest recorded events name the rebuilding index by its first name.
+        let name = if name == "semantic_rebuilding" { Self::IndexRebuilding.as_str() } else { name };
+        Self::deserialize(IntoDeserializer::<serde::de::value::Error>::into_deserializer(name)).ok()
+    }
+}
+
+/// Stored as `text` (`memory_retrieval_events.degradation_category`, `degradation_categories`)
+/// and read back typed, so a reader of the audit gets the closed set of categories; a name this
+/// build does not know fails the read (the schema is newer than the binary) rather than passing
+/// through as an unknown string.
+impl sqlx::Type<sqlx::Postgres> for DegradationCategory {
+    fn type_info() -> sqlx::postgres::PgTypeInfo {
+        <String as sqlx::Type<sqlx::Postgres>>::type_info()
+    }
+
+    fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
+        <String as sqlx::Type<sqlx::Postgres>>::compatible(ty)
+    }
+}
+
+impl sqlx::postgres::PgHasArrayType for DegradationCategory {
+    fn array_type_info() -> sqlx::postgres::PgTypeInfo {
+        <String as sqlx::postgres::PgHasArrayType>::array_type_info()
+    }
+
+    fn array_compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
+        <String as sqlx::postgres::PgHasArrayType>::array_compatible(ty)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, sqlx::Postgres> for DegradationCategory {
+    fn decode(value: sqlx::postgres::PgValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        let name = <&str as sqlx::Decode<sqlx::Postgres>>::decode(value)?;
+        Self::from_stored(name).ok_or_else(|| format!("unknown degradation category {name:?}").into())
     }
 }
 
@@ -209,9 +250,9 @@ pub struct EventExplanation {
     #[cfg_attr(feature = "specta", specta(type = u32))] // microseconds: a plain number
     pub elapsed_micros: i64,
     /// First degradation category by precedence.
-    pub degradation_category: Option<String>,
+    pub degradation_category: Option<DegradationCategory>,
     /// All degradation categories.
-    pub degradation_categories: Vec<String>,
+    pub degradation_categories: Vec<DegradationCategory>,
     /// When it happened.
     pub created_at: DateTime<Utc>,
 }
@@ -235,8 +276,8 @@ struct EventRow {
     token_budget: i32,
     count_budget: i32,
     elapsed_micros: i64,
-    degradation_category: Option<String>,
-    degradation_categories: Vec<String>,
+    degradation_category: Option<DegradationCategory>,
+    degradation_categories: Vec<DegradationCategory>,
     created_at: DateTime<Utc>,
 }
 
@@ -303,9 +344,9 @@ pub struct RetrievalEventSummary {
     /// The token allowance.
     pub token_budget: i32,
     /// The headline degradation category, if retrieval degraded.
-    pub degradation_category: Option<String>,
+    pub degradation_category: Option<DegradationCategory>,
     /// Every degradation category recorded.
-    pub degradation_categories: Vec<String>,
+    pub degradation_categories: Vec<DegradationCategory>,
     /// When it happened.
     pub created_at: DateTime<Utc>,
 }
@@ -347,4 +388,30 @@ pub async fn list_events(
     .await?;
     let next_after = if events.len() as i64 == size { events.last().map(|e| e.id) } else { None };
     Ok(RetrievalEventPage { events, next_after })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DegradationCategory as D;
+
+    #[test]
+    fn every_category_reads_back_from_its_stored_name_and_the_old_rebuilding_name_too() {
+        let all = [
+            D::SemanticUnavailable,
+            D::SemanticTimeout,
+            D::IndexRebuilding,
+            D::SemanticOversized,
+            D::SemanticFailed,
+            D::EligibilityWithheldUnknown,
+            D::QueryWithoutTerms,
+            D::AudienceWithoutReaders,
+            D::SpeakerNotMember,
+        ];
+        for category in all {
+            assert_eq!(D::from_stored(category.as_str()), Some(category));
+            assert_eq!(serde_json::to_value(category).unwrap(), category.as_str(), "the wire name is the stored one");
+        }
+        assert_eq!(D::from_stored("semantic_rebuilding"), Some(D::IndexRebuilding));
+        assert_eq!(D::from_stored("semantic_gone"), None);
+    }
 }

@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::{Store, StoreError};
 use crate::ids::{ActorId, AgentId, ConversationId, IdentityId};
+use crate::sqlstate::ProjectSqlState;
 
 /// What a valid token stands for: who speaks, where.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -203,10 +204,12 @@ impl Store {
             .execute(operator_pool)
             .await
             .map(|_| ())
-            .map_err(|e| match e.as_database_error().and_then(|d| d.code()).as_deref() {
-                Some("MM007") => StoreError::invalid("reason", "a revocation needs a reason of 1 to 2000 characters"),
-                Some("MM009") => StoreError::UnknownReference { kind: "access token", id },
-                Some("MM002") => StoreError::invalid("token", "this token was revoked already"),
+            .map_err(|e| match ProjectSqlState::of(&e) {
+                Some(ProjectSqlState::ReasonRequired) => {
+                    StoreError::invalid("reason", "a revocation needs a reason of 1 to 2000 characters")
+                }
+                Some(ProjectSqlState::UnknownAccessToken) => StoreError::UnknownReference { kind: "access token", id },
+                Some(ProjectSqlState::AlreadyRevoked) => StoreError::invalid("token", "this token was revoked already"),
                 _ => StoreError::Database(e),
             })
     }

@@ -17,9 +17,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::{Postgres, QueryBuilder};
 
+use super::conversation::{Direction, Topology};
 use super::identity::ActorKind;
 use super::lineage::SourceKind;
-use super::memory::EntryState;
+use super::memory::{EntryState, RestrictionKind};
 use super::{Store, StoreError};
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, MessageId, RevisionId, SourceId};
 
@@ -59,8 +60,8 @@ pub struct EntrySummary {
     pub state: EntryState,
     /// Always-on flag.
     pub always_on: bool,
-    /// `none` or `conversation_only`.
-    pub restriction: String,
+    /// Whether it is confined to one conversation.
+    pub restriction: RestrictionKind,
     /// Current revision.
     pub current_revision_id: RevisionId,
     /// Its number (1 = never amended).
@@ -162,7 +163,7 @@ pub struct UnknownSource {
     /// Where the message was said.
     pub conversation_title: Option<String>,
     /// That conversation's recorded topology (`unknown` is the usual reason for review).
-    pub conversation_topology: Option<String>,
+    pub conversation_topology: Option<Topology>,
     /// Who sent the message.
     pub sender: Option<ActorId>,
     /// Whether a connector authenticated the sender.
@@ -219,8 +220,8 @@ pub struct ConversationChoice {
     pub runtime_agent_id: AgentId,
     /// Title (e.g. `#engineering`).
     pub title: String,
-    /// `direct`, `group`, `channel` or `unknown`.
-    pub topology: String,
+    /// Who can read it, structurally.
+    pub topology: Topology,
     /// Connector name.
     pub connector: String,
 }
@@ -235,8 +236,8 @@ pub struct LineageMessage {
     pub conversation_id: ConversationId,
     /// That conversation's title.
     pub conversation_title: String,
-    /// `inbound` or `outbound`.
-    pub direction: String,
+    /// Received or sent by the agent.
+    pub direction: Direction,
     /// Sender actor.
     pub sender: ActorId,
     /// Sender display name (current).
@@ -292,7 +293,7 @@ impl Store {
         let size = page_size(limit);
         let mut query = QueryBuilder::<Postgres>::new(
             "SELECT e.id AS entry_id, e.runtime_agent_id, ra.name AS agent_name, e.state, e.always_on,
-                    e.restriction::text AS restriction, e.current_revision_id, r.revision_number,
+                    e.restriction, e.current_revision_id, r.revision_number,
                     left(r.body, ",
         );
         query.push_bind(PREVIEW_CHARS);
@@ -391,7 +392,7 @@ impl Store {
         let Some((entry_id, runtime_agent_id, revision_number, body)) = row else { return Ok(None) };
         let sources: Vec<UnknownSource> = sqlx::query_as(
             "SELECT s.id AS source_id, s.kind, s.evidence_basis, s.message_id,
-                    c.title AS conversation_title, c.topology::text AS conversation_topology,
+                    c.title AS conversation_title, c.topology AS conversation_topology,
                     m.sender_actor_id AS sender, m.sender_identity_id IS NOT NULL AS sender_authenticated,
                     m.sent_at, left(coalesce(m.body, p.body), $2) AS excerpt, s.parent_revision_id,
                     coalesce((SELECT array_agg(DISTINCT cm.actor_id) FROM conversation_memberships cm
@@ -485,7 +486,7 @@ impl Store {
     /// Conversations of `agent` (or of every agent), by title, for the explain picker.
     pub async fn list_conversations(&self, agent: Option<AgentId>) -> Result<Vec<ConversationChoice>, StoreError> {
         Ok(sqlx::query_as(
-            "SELECT id, runtime_agent_id, title, topology::text AS topology, connector FROM conversations
+            "SELECT id, runtime_agent_id, title, topology, connector FROM conversations
               WHERE $1::uuid IS NULL OR runtime_agent_id = $1
               ORDER BY title, id",
         )
@@ -497,7 +498,7 @@ impl Store {
     /// The transcript messages a lineage names, with sender and conversation, for the graph.
     pub async fn lineage_messages(&self, messages: &[MessageId]) -> Result<Vec<LineageMessage>, StoreError> {
         Ok(sqlx::query_as(
-            "SELECT m.id, m.conversation_id, c.title AS conversation_title, m.direction::text AS direction,
+            "SELECT m.id, m.conversation_id, c.title AS conversation_title, m.direction,
                     m.sender_actor_id AS sender, a.display_name AS sender_name,
                     m.sender_identity_id IS NOT NULL AS authenticated, m.sent_at, left(m.body, $2) AS excerpt
                FROM messages m
@@ -527,6 +528,22 @@ impl Store {
     }
 }
 
+/// Where a sharing request stands (the `sharing_request_state` column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+#[sqlx(type_name = "sharing_request_state", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum SharingState {
+    /// Waiting for its voices' confirmations or an operator's decision.
+    Pending,
+    /// Released: a grant exists.
+    Approved,
+    /// Refused by an operator.
+    Denied,
+    /// Lapsed undecided.
+    Expired,
+}
+
 /// A sharing request as the operator queue shows it: the revision, who asked, where, and the
 /// proposed audience. Bodies are shown to operators, whose job is to judge them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
@@ -534,8 +551,8 @@ impl Store {
 pub struct SharingRequestView {
     /// Request id.
     pub id: uuid::Uuid,
-    /// `pending`, `approved`, `denied` or `expired`.
-    pub state: String,
+    /// Where it stands.
+    pub state: SharingState,
     /// Runtime agent.
     pub runtime_agent_id: AgentId,
     /// Its name.
@@ -583,14 +600,12 @@ pub struct SharingRequestView {
 impl Store {
     /// Sharing requests in `state` (all states with `None`), oldest pending first so the queue
     /// is worked in order; at most [`MAX_PAGE_SIZE`].
-    pub async fn list_sharing_requests(&self, state: Option<&str>) -> Result<Vec<SharingRequestView>, StoreError> {
-        if let Some(state) = state {
-            if !["pending", "approved", "denied", "expired"].contains(&state) {
-                return Err(StoreError::invalid("state", "use pending, approved, denied or expired"));
-            }
-        }
+    pub async fn list_sharing_requests(
+        &self,
+        state: Option<SharingState>,
+    ) -> Result<Vec<SharingRequestView>, StoreError> {
         Ok(sqlx::query_as(
-            "SELECT q.id, q.state::text AS state, q.runtime_agent_id, ra.name AS agent_name, q.revision_id,
+            "SELECT q.id, q.state, q.runtime_agent_id, ra.name AS agent_name, q.revision_id,
                     r.entry_id, r.revision_number, r.body,
                     EXISTS (SELECT 1 FROM memory_entries e WHERE e.current_revision_id = q.revision_id
                                AND e.state = 'live') AS revision_is_current,
@@ -623,7 +638,7 @@ impl Store {
                LEFT JOIN conversations tc ON tc.id = q.target_conversation_id
                LEFT JOIN sharing_request_audience qa ON qa.request_id = q.id
                LEFT JOIN actors aa ON aa.id = qa.actor_id
-              WHERE $1::text IS NULL OR q.state::text = $1
+              WHERE $1::sharing_request_state IS NULL OR q.state = $1
               GROUP BY q.id, ra.name, r.entry_id, r.revision_number, r.body, ra_by.display_name, rc.title, tc.title,
                        missing.ids
               ORDER BY (q.state = 'pending') DESC, q.created_at, q.id

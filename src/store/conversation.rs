@@ -13,6 +13,7 @@ use crate::ids::{ActorId, AgentId, ConversationId, IdentityId, MessageId};
 
 /// Who can read a conversation, structurally. `Unknown` yields unknown audience evidence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[sqlx(type_name = "conversation_topology", rename_all = "lowercase")]
 #[serde(rename_all = "lowercase")]
 pub enum Topology {
@@ -28,6 +29,7 @@ pub enum Topology {
 
 /// Whether a message was received by the agent or sent by it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[sqlx(type_name = "message_direction", rename_all = "lowercase")]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::lineage::SourceKind;
-use super::memory::EntryState;
+use super::memory::{EntryState, RestrictionKind, RevisionOperation};
 use super::{Store, StoreError};
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, MessageId, RevisionId, SourceId};
 
@@ -53,8 +53,8 @@ pub struct RevisionView {
     pub id: RevisionId,
     /// 1, 2, ...
     pub revision_number: i32,
-    /// `create` or `amend`.
-    pub operation: String,
+    /// How the revision came to be.
+    pub operation: RevisionOperation,
     /// The stored body (never contains rendered labels).
     pub body: String,
     /// Subject actor, `None` = not resolved.
@@ -86,8 +86,8 @@ pub struct EntryHistory {
     pub state: EntryState,
     /// Always-on flag.
     pub always_on: bool,
-    /// `none` or `conversation_only`.
-    pub restriction: String,
+    /// Whether it is confined to one conversation.
+    pub restriction: RestrictionKind,
     /// The conversation a `conversation_only` entry is confined to.
     pub restricted_conversation_id: Option<ConversationId>,
     /// Where the memory was formed.
@@ -104,7 +104,7 @@ struct EntryRow {
     runtime_agent_id: AgentId,
     state: EntryState,
     always_on: bool,
-    restriction: String,
+    restriction: RestrictionKind,
     restricted_conversation_id: Option<ConversationId>,
     origin_conversation_id: Option<ConversationId>,
     current_revision_id: RevisionId,
@@ -114,7 +114,7 @@ struct EntryRow {
 struct RevisionRow {
     id: RevisionId,
     revision_number: i32,
-    operation: String,
+    operation: RevisionOperation,
     body: String,
     subject_actor_id: Option<ActorId>,
     source_actor_id: Option<ActorId>,
@@ -139,7 +139,7 @@ impl Store {
     /// The entry with every revision and source, or `None` if this agent has no such entry.
     pub async fn entry_history(&self, agent: AgentId, entry: EntryId) -> Result<Option<EntryHistory>, StoreError> {
         let Some(row) = sqlx::query_as::<_, EntryRow>(
-            "SELECT id, runtime_agent_id, state, always_on, restriction::text AS restriction,
+            "SELECT id, runtime_agent_id, state, always_on, restriction,
                     restricted_conversation_id, origin_conversation_id, current_revision_id
                FROM memory_entries WHERE id = $1 AND runtime_agent_id = $2",
         )
@@ -151,7 +151,7 @@ impl Store {
             return Ok(None);
         };
         let revisions: Vec<RevisionRow> = sqlx::query_as(
-            "SELECT r.id, r.revision_number, r.operation::text AS operation, r.body, r.subject_actor_id, r.source_actor_id,
+            "SELECT r.id, r.revision_number, r.operation, r.body, r.subject_actor_id, r.source_actor_id,
                     r.created_at, t.learned_at
                FROM memory_entry_revisions r
               CROSS JOIN LATERAL memory_learned_times(ARRAY[r.id]) AS t

@@ -41,6 +41,45 @@ pub enum Restriction {
     ConversationOnly(ConversationId),
 }
 
+impl Restriction {
+    /// Which kind of restriction, without its conversation (the `memory_restriction` column).
+    pub fn kind(&self) -> RestrictionKind {
+        match self {
+            Restriction::None => RestrictionKind::None,
+            Restriction::ConversationOnly(_) => RestrictionKind::ConversationOnly,
+        }
+    }
+}
+
+/// The kind of an entry's [`Restriction`], as the `memory_restriction` column stores it and the
+/// console shows it (the conversation travels beside it, as `restricted_conversation_id`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+#[sqlx(type_name = "memory_restriction", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum RestrictionKind {
+    /// No restriction beyond audience evidence.
+    None,
+    /// Only ever eligible in one conversation.
+    ConversationOnly,
+}
+
+impl RestrictionKind {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestrictionKind::None => "none",
+            RestrictionKind::ConversationOnly => "conversation_only",
+        }
+    }
+}
+
+impl std::fmt::Display for RestrictionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Input for [`Store::create_entry`]. `source_actor` must come from the turn's authenticated
 /// context, never from a model argument.
 #[derive(Clone, Debug)]
@@ -106,20 +145,115 @@ pub enum WriteOperation {
     Forget,
 }
 
-/// What committed, from the store's own return values. The ledger is built from these alone.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// How a revision came to be, as the `revision_operation` column stores it (a forget writes no
+/// revision).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+#[sqlx(type_name = "revision_operation", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum RevisionOperation {
+    /// The entry's first revision.
+    Create,
+    /// A later revision.
+    Amend,
+}
+
+impl std::fmt::Display for RevisionOperation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RevisionOperation::Create => "create",
+            RevisionOperation::Amend => "amend",
+        })
+    }
+}
+
+/// What committed, from the store's own return values. The ledger, and so the claim guard, is
+/// built from these alone, so only the store constructs one: the fields are private (read through
+/// the accessors) and there is no `Deserialize` (a ledger read back from `agent_turns` holds
+/// [`crate::turn::RecordedWrite`]s, which back no claim). Neither a literal nor a parse compiles:
+///
+/// ```compile_fail
+/// use mesh_memory::store::{CommittedWrite, WriteOperation};
+/// use mesh_memory::{EntryId, RevisionId};
+///
+/// fn forged(entry_id: EntryId, revision_id: RevisionId) -> CommittedWrite {
+///     CommittedWrite { operation: WriteOperation::Create, entry_id, revision_id, revision_number: 1, subject_changed: false }
+/// }
+/// ```
+///
+/// ```compile_fail
+/// fn parsed(json: &str) -> mesh_memory::store::CommittedWrite {
+///     serde_json::from_str(json).unwrap()
+/// }
+/// ```
+///
+/// while the same literal and parse of the recorded form do (so the two above fail for the
+/// reason they show):
+///
+/// ```
+/// use mesh_memory::store::WriteOperation;
+/// use mesh_memory::turn::RecordedWrite;
+/// use mesh_memory::{EntryId, RevisionId};
+///
+/// fn recorded(entry_id: EntryId, revision_id: RevisionId) -> RecordedWrite {
+///     RecordedWrite { operation: WriteOperation::Create, entry_id, revision_id, revision_number: 1, subject_changed: false }
+/// }
+/// fn parsed(json: &str) -> RecordedWrite {
+///     serde_json::from_str(json).unwrap()
+/// }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CommittedWrite {
+    operation: WriteOperation,
+    entry_id: EntryId,
+    revision_id: RevisionId,
+    revision_number: i32,
+    subject_changed: bool,
+}
+
+impl CommittedWrite {
+    /// The store's record of a committed write; nothing outside `store` may call it.
+    pub(super) fn new(
+        operation: WriteOperation,
+        entry_id: EntryId,
+        revision_id: RevisionId,
+        revision_number: i32,
+        subject_changed: bool,
+    ) -> Self {
+        CommittedWrite { operation, entry_id, revision_id, revision_number, subject_changed }
+    }
+
+    /// A write for the claim guard's unit tests, which need ledgers without a database.
+    #[cfg(test)]
+    pub(crate) fn for_test(operation: WriteOperation, subject_changed: bool) -> Self {
+        Self::new(operation, EntryId::generate(), RevisionId::generate(), 1, subject_changed)
+    }
+
     /// The operation.
-    pub operation: WriteOperation,
+    pub fn operation(&self) -> WriteOperation {
+        self.operation
+    }
+
     /// The entry written.
-    pub entry_id: EntryId,
+    pub fn entry_id(&self) -> EntryId {
+        self.entry_id
+    }
+
     /// The resulting (for forget: the final) revision.
-    pub revision_id: RevisionId,
+    pub fn revision_id(&self) -> RevisionId {
+        self.revision_id
+    }
+
     /// Its number.
-    pub revision_number: i32,
+    pub fn revision_number(&self) -> i32 {
+        self.revision_number
+    }
+
     /// Whether the subject differs from the previous revision's (always false for create and
     /// forget). Only an amend with this set may be described as a re-attribution.
-    pub subject_changed: bool,
+    pub fn subject_changed(&self) -> bool {
+        self.subject_changed
+    }
 }
 
 /// Why a write changed nothing.
@@ -141,8 +275,8 @@ pub struct NothingChanged {
     pub reason: NothingChangedReason,
 }
 
-/// Result of amend and forget.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Result of amend and forget (no `Deserialize`: it may hold a [`CommittedWrite`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum WriteOutcome {
     /// The write committed.
@@ -213,13 +347,7 @@ impl PreparedCreate {
 
     /// What this create's commit means to its caller.
     pub(crate) fn committed(&self) -> CommittedWrite {
-        CommittedWrite {
-            operation: WriteOperation::Create,
-            entry_id: self.entry,
-            revision_id: self.revision,
-            revision_number: 1,
-            subject_changed: false,
-        }
+        CommittedWrite::new(WriteOperation::Create, self.entry, self.revision, 1, false)
     }
 }
 
@@ -247,13 +375,7 @@ impl<'a> CreateColumns<'a> {
             revisions: required(|c| c.revision.0),
             agents: required(|c| c.new.agent.0),
             always_on: creates.iter().map(|c| c.new.always_on).collect(),
-            restrictions: creates
-                .iter()
-                .map(|c| match c.new.restriction {
-                    Restriction::None => "none",
-                    Restriction::ConversationOnly(_) => "conversation_only",
-                })
-                .collect(),
+            restrictions: creates.iter().map(|c| c.new.restriction.kind().as_str()).collect(),
             restricted_to: column(|c| match c.new.restriction {
                 Restriction::None => None,
                 Restriction::ConversationOnly(conversation) => Some(conversation.0),
@@ -454,13 +576,13 @@ impl Store {
         enqueue_index_work(&mut tx, amendment.agent, revision, "index_revision").await?;
         tx.commit().await?;
         self.wrote(1);
-        Ok(WriteOutcome::Committed(CommittedWrite {
-            operation: WriteOperation::Amend,
-            entry_id: amendment.entry,
-            revision_id: revision,
-            revision_number: number,
+        Ok(WriteOutcome::Committed(CommittedWrite::new(
+            WriteOperation::Amend,
+            amendment.entry,
+            revision,
+            number,
             subject_changed,
-        }))
+        )))
     }
 
     /// Retires a live entry. Its revisions, sources and grants stay as history.
@@ -481,13 +603,13 @@ impl Store {
         enqueue_index_work(&mut tx, agent, current.current_revision, "retire_entry").await?;
         tx.commit().await?;
         self.wrote(1);
-        Ok(WriteOutcome::Committed(CommittedWrite {
-            operation: WriteOperation::Forget,
-            entry_id: entry,
-            revision_id: current.current_revision,
-            revision_number: current.revision_number,
-            subject_changed: false,
-        }))
+        Ok(WriteOutcome::Committed(CommittedWrite::new(
+            WriteOperation::Forget,
+            entry,
+            current.current_revision,
+            current.revision_number,
+            false,
+        )))
     }
 
     /// The live entries of `agent` a tool call's reference may name, with their current

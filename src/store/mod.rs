@@ -25,8 +25,8 @@ use sqlx::PgPool;
 pub use access_tokens::{AccessTokenView, IssuedToken, SpeakerBinding, TokenBinding};
 pub use browse::{
     ActorChoice, AgentSummary, BrowseFilter, ConversationChoice, EntryPage, EntrySummary, EvidenceReviewItem,
-    EvidenceReviewPage, LineageMessage, LineageRevision, RevisionUnderReview, SharingRequestView, UnknownSource,
-    MAX_PAGE_SIZE,
+    EvidenceReviewPage, LineageMessage, LineageRevision, RevisionUnderReview, SharingRequestView, SharingState,
+    UnknownSource, MAX_PAGE_SIZE,
 };
 pub use conversation::{
     ClosedAudience, ConversationSummary, DestinationAudience, Direction, Membership, NewConversation, NewMessage,
@@ -40,7 +40,8 @@ pub use lexical_statistics::fold_lexical_statistics;
 pub use lineage::{SourceKind, SourceRef};
 pub use memory::{
     Amendment, CommittedWrite, CurrentRevision, EntryState, NewMemory, NothingChanged, NothingChangedReason,
-    Restriction, SubjectUpdate, WriteOperation, WriteOutcome, MAX_BODY_CHARS, MAX_REFERENCE_MATCHES,
+    Restriction, RestrictionKind, RevisionOperation, SubjectUpdate, WriteOperation, WriteOutcome, MAX_BODY_CHARS,
+    MAX_REFERENCE_MATCHES,
 };
 pub use operators::{
     connect_as, create_console_role, operator_login_roles, operator_rights, scram_verifier, validate_role_name,

@@ -9,9 +9,11 @@
 //! from the turn's connector-authenticated inbound message.
 
 mod schema;
+mod status;
 mod validate;
 
 pub use schema::{tool_definitions, tool_names};
+pub use status::ToolStatus;
 pub use validate::{
     validate_call, AmendArgs, ForgetArgs, RecallArgs, RememberArgs, SharingArgs, SubjectArg, ToolCall, ToolError,
     ToolInvocation, DEFAULT_RECALL_LIMIT, MAX_QUERY_CHARS, MAX_RATIONALE_CHARS, MAX_RECALL_LIMIT,

@@ -21,7 +21,7 @@ use crate::store::{
     Amendment, CurrentRevision, Direction, NewMemory, NewMessage, NothingChangedReason, Restriction, SourceRef, Store,
     StoreError, SubjectUpdate, Topology, WriteOutcome,
 };
-use crate::tools::{tool_definitions, validate_call, SubjectArg, ToolCall, ToolError, ToolInvocation};
+use crate::tools::{tool_definitions, validate_call, SubjectArg, ToolCall, ToolError, ToolInvocation, ToolStatus};
 
 /// The structural maximum of model requests in one turn (the last one carries no tools).
 pub const MAX_ROUNDS: u32 = 3;
@@ -74,8 +74,9 @@ pub struct ToolCallLog {
     pub round: u32,
     /// Tool name as the model sent it (cut to 64 characters).
     pub name: String,
-    /// `committed`, `nothing_changed`, `ok`, `pending`, `rejected` or `error`.
-    pub status: String,
+    /// What became of it (stored as `committed`, `nothing_changed`, `ok`, `pending`, `rejected`
+    /// or `error`).
+    pub status: ToolStatus,
     /// The error, for rejected and failed calls.
     pub error: Option<String>,
 }
@@ -118,8 +119,8 @@ impl TurnOutcome {
     }
 }
 
-/// The result of a turn.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// The result of a turn (no `Deserialize`: its ledger holds [`crate::store::CommittedWrite`]s).
+#[derive(Clone, Debug, Serialize)]
 pub struct TurnReport {
     /// The persisted turn row.
     pub turn_id: TurnId,
@@ -225,10 +226,10 @@ pub struct HostedSession {
 /// What one hosted tool call did ([`TurnEngine::run_hosted_call`]).
 #[derive(Clone, Debug)]
 pub struct HostedCall {
-    /// `committed`, `nothing_changed`, `ok` (recall), `pending` (sharing), `error` (the store or
-    /// the sharing rules refused it; nothing was written) or `invalid` (the arguments failed
+    /// `Committed`, `NothingChanged`, `Ok` (recall), `Pending` (sharing), `Error` (the store or
+    /// the sharing rules refused it; nothing was written) or `Invalid` (the arguments failed
     /// validation; nothing ran).
-    pub status: &'static str,
+    pub status: ToolStatus,
     /// The result, the same JSON a model receives in a turn (for `invalid`: the error).
     pub result: Value,
     /// The validation error of an `invalid` call, naming the field where there is one.
@@ -345,7 +346,7 @@ impl TurnEngine {
                     state.tool_calls.push(log(
                         round,
                         &call.name,
-                        "rejected",
+                        ToolStatus::Rejected,
                         Some("no tools on the last round".into()),
                     ));
                 }
@@ -428,11 +429,10 @@ impl TurnEngine {
     ) -> Result<HostedCall, TurnError> {
         let ctx = load_context(&self.store, inbound).await?;
         let history = load_history(&self.store, &ctx, self.config.history_limit).await?;
-        let invalid = |error: ToolError| HostedCall {
-            status: "invalid",
-            result: json!({"status": "invalid", "error": error.to_string(), "note": "Nothing was written."}),
-            invalid: Some(error),
-            ledger: Ledger::default(),
+        let invalid = |error: ToolError| {
+            let (status, result) =
+                ToolStatus::Invalid.result(json!({"error": error.to_string(), "note": "Nothing was written."}));
+            HostedCall { status, result, invalid: Some(error), ledger: Ledger::default() }
         };
         let invocation = match validate_call(call) {
             Ok(invocation) => invocation,
@@ -581,7 +581,7 @@ impl TurnEngine {
         for (call, r) in calls.iter().zip(resolved) {
             let Ok(r) = r else { unreachable!("checked above") };
             let (status, result) = self.execute(ctx, history, r, state).await?;
-            let error = (status == "error").then(|| result["error"].as_str().unwrap_or_default().to_owned());
+            let error = (status == ToolStatus::Error).then(|| result["error"].as_str().unwrap_or_default().to_owned());
             state.tool_calls.push(log(round, &call.name, status, error));
             results.push(result);
         }
@@ -726,7 +726,7 @@ impl TurnEngine {
         history: &[HistoryMessage],
         call: Resolved,
         state: &mut TurnState,
-    ) -> Result<(&'static str, Value), TurnError> {
+    ) -> Result<(ToolStatus, Value), TurnError> {
         Ok(match call {
             Resolved::Remember { body, subject, always_on } => {
                 let new = NewMemory {
@@ -742,7 +742,7 @@ impl TurnEngine {
                 match self.store.create_entry(new).await {
                     Ok(write) => {
                         state.ledger.record_write(write.clone());
-                        ("committed", committed_json(&write))
+                        committed_json(&write)
                     }
                     Err(e) => store_failure(e)?,
                 }
@@ -754,9 +754,7 @@ impl TurnEngine {
                 request.asked_at = Some(ctx.sent_at);
                 let outcome = self.retriever.search(&request).await?;
                 state.absorb(&outcome);
-                let mut result = outcome.recall_json();
-                result["status"] = json!("ok");
-                ("ok", result)
+                ToolStatus::Ok.result(outcome.recall_json())
             }
             Resolved::Amend { entry, expected, body, subject } => match self.visible_entry(ctx, &entry).await? {
                 VisibleEntry::Unknown => nothing_changed_json(&entry.shown(), NothingChangedReason::UnknownEntry),
@@ -804,29 +802,23 @@ impl TurnEngine {
                             entry_id: Some(entry),
                             revision_number: Some(number),
                         });
-                        (
-                            "pending",
-                            json!({
-                                "status": "pending",
-                                "request_id": request_id,
-                                "entry_id": entry.short(),
-                                "revision": number,
-                                "note": "A PENDING request was created. Nothing has been shared: only the person who supplied this memory (through their own authenticated confirmation) or an operator can approve it.",
-                            }),
-                        )
+                        ToolStatus::Pending.result(json!({
+                            "request_id": request_id,
+                            "entry_id": entry.short(),
+                            "revision": number,
+                            "note": "A PENDING request was created. Nothing has been shared: only the person who supplied this memory (through their own authenticated confirmation) or an operator can approve it.",
+                        }))
                     }
                     Err(sharing::SharingError::Database(e)) => return Err(e.into()),
-                    Err(e) => {
-                        ("error", json!({"status": "error", "error": e.to_string(), "note": "Nothing was written."}))
-                    }
+                    Err(e) => error_json(e.to_string()),
                 }
             }
         })
     }
 }
 
-fn log(round: u32, name: &str, status: &str, error: Option<String>) -> ToolCallLog {
-    ToolCallLog { round, name: name.chars().take(64).collect(), status: status.to_owned(), error }
+fn log(round: u32, name: &str, status: ToolStatus, error: Option<String>) -> ToolCallLog {
+    ToolCallLog { round, name: name.chars().take(64).collect(), status, error }
 }
 
 fn reject_round(round: u32, calls: &[ToolCall], state: &mut TurnState, reason: impl Fn(usize) -> String) -> Vec<Value> {
@@ -835,55 +827,53 @@ fn reject_round(round: u32, calls: &[ToolCall], state: &mut TurnState, reason: i
         .enumerate()
         .map(|(i, call)| {
             let error = reason(i);
-            state.tool_calls.push(log(round, &call.name, "rejected", Some(error.clone())));
-            json!({"status": "rejected", "error": error, "note": "Nothing was written in this round."})
+            state.tool_calls.push(log(round, &call.name, ToolStatus::Rejected, Some(error.clone())));
+            ToolStatus::Rejected.result(json!({"error": error, "note": "Nothing was written in this round."})).1
         })
         .collect()
 }
 
 /// What the model is told of a committed write: the entry as recall shows it (short id) and
 /// the resulting revision number, the two things a later amend or forget takes.
-fn committed_json(write: &crate::store::CommittedWrite) -> Value {
-    json!({
-        "status": "committed",
-        "operation": write.operation,
-        "entry_id": write.entry_id.short(),
-        "revision": write.revision_number,
-        "subject_changed": write.subject_changed,
-    })
+fn committed_json(write: &crate::store::CommittedWrite) -> (ToolStatus, Value) {
+    ToolStatus::Committed.result(json!({
+        "operation": write.operation(),
+        "entry_id": write.entry_id().short(),
+        "revision": write.revision_number(),
+        "subject_changed": write.subject_changed(),
+    }))
 }
 
-fn nothing_changed_json(shown: &str, reason: NothingChangedReason) -> (&'static str, Value) {
-    (
-        "nothing_changed",
-        json!({
-            "status": "nothing_changed",
-            "entry_id": shown,
-            "reason": reason,
-            "note": "Nothing was written. Do not say this operation happened.",
-        }),
-    )
+fn nothing_changed_json(shown: &str, reason: NothingChangedReason) -> (ToolStatus, Value) {
+    ToolStatus::NothingChanged.result(json!({
+        "entry_id": shown,
+        "reason": reason,
+        "note": "Nothing was written. Do not say this operation happened.",
+    }))
 }
 
-fn stale_revision_json(current: CurrentRevision, expected: i32) -> (&'static str, Value) {
-    let error = format!(
+/// A refusal: nothing was written.
+fn error_json(error: String) -> (ToolStatus, Value) {
+    ToolStatus::Error.result(json!({"error": error, "note": "Nothing was written."}))
+}
+
+fn stale_revision_json(current: CurrentRevision, expected: i32) -> (ToolStatus, Value) {
+    error_json(format!(
         "entry {} is at revision {}, not {expected}: recall it again to read the current text",
         current.entry.short(),
         current.number
-    );
-    ("error", json!({"status": "error", "error": error, "note": "Nothing was written."}))
+    ))
 }
 
-fn ambiguous_reference_json(entry: &EntryReference) -> (&'static str, Value) {
-    let error = format!("more than one memory here has the id {}: recall it again and use the id shown", entry.shown());
-    ("error", json!({"status": "error", "error": error, "note": "Nothing was written."}))
+fn ambiguous_reference_json(entry: &EntryReference) -> (ToolStatus, Value) {
+    error_json(format!("more than one memory here has the id {}: recall it again and use the id shown", entry.shown()))
 }
 
-fn write_outcome(outcome: WriteOutcome, state: &mut TurnState) -> (&'static str, Value) {
+fn write_outcome(outcome: WriteOutcome, state: &mut TurnState) -> (ToolStatus, Value) {
     match outcome {
         WriteOutcome::Committed(write) => {
             state.ledger.record_write(write.clone());
-            ("committed", committed_json(&write))
+            committed_json(&write)
         }
         WriteOutcome::NothingChanged(n) => nothing_changed_json(n.entry_id.short().as_str(), n.reason),
     }
@@ -891,11 +881,11 @@ fn write_outcome(outcome: WriteOutcome, state: &mut TurnState) -> (&'static str,
 
 /// A store refusal becomes a tool error result (nothing was written); a database failure, or a
 /// write whose outcome is unknown, ends the turn (the model must not be told nothing was written).
-fn store_failure(error: StoreError) -> Result<(&'static str, Value), TurnError> {
+fn store_failure(error: StoreError) -> Result<(ToolStatus, Value), TurnError> {
     match error {
         StoreError::Database(e) => Err(TurnError::Database(e)),
         StoreError::WriteAbandoned => Err(TurnError::Store(StoreError::WriteAbandoned)),
-        other => Ok(("error", json!({"status": "error", "error": other.to_string(), "note": "Nothing was written."}))),
+        other => Ok(error_json(other.to_string())),
     }
 }
 
@@ -910,14 +900,14 @@ fn revisions_to_recheck(prepared: &PreparedTurn) -> Vec<RevisionId> {
         .ledger
         .writes
         .iter()
-        .filter(|w| w.operation == crate::store::WriteOperation::Forget)
-        .map(|w| w.entry_id)
+        .filter(|w| w.operation() == crate::store::WriteOperation::Forget)
+        .map(crate::store::CommittedWrite::entry_id)
         .collect();
     // The latest amendment of each entry not forgotten later in the turn.
     let mut latest: Vec<(EntryId, RevisionId)> = Vec::new();
-    for w in prepared.ledger.writes.iter().filter(|w| w.operation == crate::store::WriteOperation::Amend) {
-        latest.retain(|(e, _)| *e != w.entry_id);
-        latest.push((w.entry_id, w.revision_id));
+    for w in prepared.ledger.writes.iter().filter(|w| w.operation() == crate::store::WriteOperation::Amend) {
+        latest.retain(|(e, _)| *e != w.entry_id());
+        latest.push((w.entry_id(), w.revision_id()));
     }
     revisions.extend(latest.into_iter().filter(|(e, _)| !forgotten.contains(e)).map(|(_, r)| r));
     revisions

@@ -125,17 +125,10 @@ pub fn unbacked_claims(reply: &str, ledger: &Ledger) -> Vec<UnbackedClaim> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::{EntryId, RevisionId};
     use crate::store::CommittedWrite;
 
     fn write(operation: WriteOperation, subject_changed: bool) -> CommittedWrite {
-        CommittedWrite {
-            operation,
-            entry_id: EntryId::generate(),
-            revision_id: RevisionId::generate(),
-            revision_number: 1,
-            subject_changed,
-        }
+        CommittedWrite::for_test(operation, subject_changed)
     }
 
     fn ledger(writes: &[CommittedWrite]) -> Ledger {

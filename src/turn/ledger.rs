@@ -23,8 +23,10 @@ pub struct CommittedSharingRequest {
     pub revision_number: Option<i32>,
 }
 
-/// Everything that committed in a turn, in commit order.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Everything that committed in a turn, in commit order. No `Deserialize`: a ledger is built
+/// from the store's return values only; what `agent_turns` recorded reads back as a
+/// [`RecordedLedger`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Ledger {
     /// Memory writes (create, amend, forget) exactly as the store returned them.
     pub writes: Vec<CommittedWrite>,
@@ -50,18 +52,18 @@ impl Ledger {
 
     /// Whether an operation of this kind committed.
     pub fn has(&self, operation: WriteOperation) -> bool {
-        self.writes.iter().any(|w| w.operation == operation)
+        self.writes.iter().any(|w| w.operation() == operation)
     }
 
     /// Whether an amend that changed the subject committed (the only licence for "re-attributed").
     pub fn has_reattribution(&self) -> bool {
-        self.writes.iter().any(|w| w.operation == WriteOperation::Amend && w.subject_changed)
+        self.writes.iter().any(|w| w.operation() == WriteOperation::Amend && w.subject_changed())
     }
 
     /// Entries the turn itself amended or forgot: their earlier revisions, used by the reply,
     /// changed because of this turn, which the reply may acknowledge.
     pub fn entries_changed(&self) -> Vec<EntryId> {
-        self.writes.iter().filter(|w| w.operation != WriteOperation::Create).map(|w| w.entry_id).collect()
+        self.writes.iter().filter(|w| w.operation() != WriteOperation::Create).map(CommittedWrite::entry_id).collect()
     }
 
     /// The developer-role instruction: the complete list plus the explicit prohibitions.
@@ -74,13 +76,13 @@ impl Ledger {
             text.push_str("These durable operations committed in this turn, and nothing else:\n");
         }
         for w in &self.writes {
-            let what = match w.operation {
+            let what = match w.operation() {
                 WriteOperation::Create => "created new memory entry".to_owned(),
-                WriteOperation::Amend if w.subject_changed => "amended (subject changed) entry".to_owned(),
+                WriteOperation::Amend if w.subject_changed() => "amended (subject changed) entry".to_owned(),
                 WriteOperation::Amend => "amended (body only, subject unchanged) entry".to_owned(),
                 WriteOperation::Forget => "forgot entry".to_owned(),
             };
-            text.push_str(&format!("- {what} {} -> revision {}\n", w.entry_id.short(), w.revision_number));
+            text.push_str(&format!("- {what} {} -> revision {}\n", w.entry_id().short(), w.revision_number()));
         }
         for r in &self.sharing_requests {
             let revision = match (r.entry_id, r.revision_number) {
@@ -111,5 +113,76 @@ impl Ledger {
         );
         text.push_str("- A tool result saying nothing changed means nothing changed.\n");
         text
+    }
+}
+
+/// A ledger write as `agent_turns` recorded it, read back for display (`mesh-memory turn ID`):
+/// the fields of a [`CommittedWrite`], public and deserialisable, because it is a record of what
+/// a past turn's store returned and licenses nothing: no ledger is built and no claim is backed
+/// from it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedWrite {
+    /// The operation.
+    pub operation: WriteOperation,
+    /// The entry written.
+    pub entry_id: EntryId,
+    /// The resulting (for forget: the final) revision.
+    pub revision_id: RevisionId,
+    /// Its number.
+    pub revision_number: i32,
+    /// Whether the subject changed.
+    pub subject_changed: bool,
+}
+
+impl From<&CommittedWrite> for RecordedWrite {
+    fn from(w: &CommittedWrite) -> Self {
+        RecordedWrite {
+            operation: w.operation(),
+            entry_id: w.entry_id(),
+            revision_id: w.revision_id(),
+            revision_number: w.revision_number(),
+            subject_changed: w.subject_changed(),
+        }
+    }
+}
+
+/// A turn's ledger as `agent_turns` recorded it (the JSON a [`Ledger`] serialises to).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedLedger {
+    /// Memory writes, in commit order.
+    pub writes: Vec<RecordedWrite>,
+    /// Pending sharing requests created.
+    pub sharing_requests: Vec<CommittedSharingRequest>,
+}
+
+impl RecordedLedger {
+    /// Whether nothing committed.
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty() && self.sharing_requests.is_empty()
+    }
+}
+
+impl From<&Ledger> for RecordedLedger {
+    fn from(ledger: &Ledger) -> Self {
+        RecordedLedger {
+            writes: ledger.writes.iter().map(RecordedWrite::from).collect(),
+            sharing_requests: ledger.sharing_requests.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recorded_ledger_reads_back_what_a_ledger_serialised() {
+        let mut ledger = Ledger::default();
+        ledger.record_write(CommittedWrite::for_test(WriteOperation::Amend, true));
+        let stored = serde_json::to_value(&ledger).unwrap();
+        let read: RecordedLedger = serde_json::from_value(stored.clone()).unwrap();
+        assert_eq!(read, RecordedLedger::from(&ledger));
+        assert_eq!(serde_json::to_value(&read).unwrap(), stored, "the same JSON both ways");
+        assert!(read.writes[0].subject_changed && !read.is_empty());
     }
 }

@@ -15,7 +15,7 @@ pub mod openai;
 pub mod scripted;
 
 pub use guard::{unbacked_claims, ClaimKind, UnbackedClaim};
-pub use ledger::{CommittedSharingRequest, Ledger};
+pub use ledger::{CommittedSharingRequest, Ledger, RecordedLedger, RecordedWrite};
 pub use model::{ChatMessage, ChatModel, ChatRequest, ChatResponse, ModelError, ModelFuture, RetryPolicy};
 pub use openai::{OpenAiCompatibleClient, OpenAiConfig};
 pub use scripted::ScriptedModel;

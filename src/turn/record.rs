@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::context::TurnContext;
 use super::engine::{ToolCallLog, TurnOutcome};
-use super::ledger::Ledger;
+use super::ledger::{Ledger, RecordedLedger};
 use super::{TurnError, TurnId};
 use crate::ids::{AgentId, ConversationId, MessageId, RetrievalEventId, RevisionId};
 
@@ -86,8 +86,8 @@ pub struct TurnRecord {
     pub rounds: i32,
     /// Tool calls by name and status.
     pub tool_calls: Vec<ToolCallLog>,
-    /// The committed ledger.
-    pub ledger: Ledger,
+    /// The committed ledger, as recorded.
+    pub ledger: RecordedLedger,
     /// `delivered`, `claim_guard_failed`, `withheld` or `failed`.
     pub outcome: String,
     /// Why it was not delivered.

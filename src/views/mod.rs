@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RetrievalEventId, RevisionId, SourceId};
-use crate::privacy::{explain_entry, PrivacyError};
+use crate::privacy::{explain_entry, PrivacyError, RuleName};
 use crate::retrieval::audit::{list_events, RetrievalEventSummary};
 use crate::retrieval::{explain_event, EventExplanation, RetrievalError};
 use crate::store::{
@@ -90,8 +90,8 @@ pub struct Explanation {
     pub revision_id: RevisionId,
     /// The verdict.
     pub eligible: bool,
-    /// The deciding rule's name (`eligible`, `unknown_evidence`, ...).
-    pub rule: String,
+    /// The deciding rule.
+    pub rule: RuleName,
     /// The verdict in words.
     pub explanation: String,
     /// Labels of the destination audience the entry was judged against.
@@ -211,7 +211,7 @@ pub async fn explanation(
         entry_id: explained.entry_id,
         revision_id: explained.revision_id,
         eligible: explained.eligible,
-        rule: explained.rule.name().to_owned(),
+        rule: explained.rule.kind(),
         audience: labels.all(audience),
         failing_source: explained.failing_source.map(|f| FailingSource {
             source_id: f.source_id,

@@ -292,7 +292,7 @@ impl World {
         let message = self.say(conversation, by, body).await;
         let written =
             self.store.create_entry(self.memory(body, subject, by.actor, conversation, message)).await.unwrap();
-        (written.entry_id, written.revision_id)
+        (written.entry_id(), written.revision_id())
     }
 }
 

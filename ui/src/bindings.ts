@@ -41,10 +41,11 @@ export const commands = {
 	/**  Is this entry eligible in this conversation, and if not, which rule rejects it? */
 	explain: (entryId: EntryId, conversationId: ConversationId) => __TAURI_INVOKE<Explanation>("explain", { entryId, conversationId }),
 	/**
-	 *  Sharing requests (`pending` by default; `all` for every state), each pending one with the
-	 *  voices it still waits for.
+	 *  Sharing requests in `state`, or in every state with `null` (a state the UI cannot misspell:
+	 *  the bindings type it as the literal union of the four), each pending one with the voices it
+	 *  still waits for.
 	 */
-	sharingRequests: (state: string | null) => __TAURI_INVOKE<SharingRequestView[]>("sharing_requests", { state }),
+	sharingRequests: (state: SharingState | null) => __TAURI_INVOKE<SharingRequestView[]>("sharing_requests", { state }),
 	/**
 	 *  Approve (creating a revision-scoped grant) or deny a pending request, with a reason. Runs as
 	 *  the operator's own role, which the database records.
@@ -231,8 +232,8 @@ export type ConversationChoice = {
 	runtime_agent_id: AgentId,
 	/**  Title (e.g. `#engineering`). */
 	title: string,
-	/**  `direct`, `group`, `channel` or `unknown`. */
-	topology: string,
+	/**  Who can read it, structurally. */
+	topology: Topology,
 	/**  Connector name. */
 	connector: string,
 };
@@ -267,6 +268,39 @@ export type DecisionState =
 "denied";
 
 /**
+ *  Why a search returned less than it might have. Declared in precedence order: the first
+ *  category of a search (by this order) is its `degradation_category`. A semantic failure
+ *  precedes `eligibility_withheld_unknown` (the spec: "an earlier semantic failure category
+ *  retains precedence").
+ */
+export type DegradationCategory = 
+/**  No vector index: semantic candidates missing, lexical still ran. */
+"semantic_unavailable" | 
+/**  Semantic work passed its deadline. */
+"semantic_timeout" | 
+/**  The vector index is being rebuilt. */
+"index_rebuilding" | 
+/**  The eligible set exceeded the semantic cap. */
+"semantic_oversized" | 
+/**  The semantic provider failed. */
+"semantic_failed" | 
+/**  Full-text matches were withheld because a source's audience evidence is unknown. */
+"eligibility_withheld_unknown" | 
+/**  The query had no searchable term; it was ranked like an empty query. */
+"query_without_terms" | 
+/**  The destination conversation has no recorded reader: nothing was eligible (fails closed). */
+"audience_without_readers" | 
+/**  The speaker is not a member of the destination now: nothing was eligible (fails closed). */
+"speaker_not_member";
+
+/**  Whether a message was received by the agent or sent by it. */
+export type Direction = 
+/**  Received from a participant. */
+"inbound" | 
+/**  Sent by the runtime agent. */
+"outbound";
+
+/**
  *  An entry with its whole history and the lineage nodes its sources name, for the entry page
  *  and its lineage graph.
  */
@@ -287,8 +321,8 @@ export type EntryHistory = {
 	state: EntryState,
 	/**  Always-on flag. */
 	always_on: boolean,
-	/**  `none` or `conversation_only`. */
-	restriction: string,
+	/**  Whether it is confined to one conversation. */
+	restriction: RestrictionKind,
 	/**  The conversation a `conversation_only` entry is confined to. */
 	restricted_conversation_id: ConversationId | null,
 	/**  Where the memory was formed. */
@@ -329,8 +363,8 @@ export type EntrySummary = {
 	state: EntryState,
 	/**  Always-on flag. */
 	always_on: boolean,
-	/**  `none` or `conversation_only`. */
-	restriction: string,
+	/**  Whether it is confined to one conversation. */
+	restriction: RestrictionKind,
 	/**  Current revision. */
 	current_revision_id: RevisionId,
 	/**  Its number (1 = never amended). */
@@ -402,9 +436,9 @@ export type EventExplanation = {
 	/**  Duration of the search. */
 	elapsed_micros: number,
 	/**  First degradation category by precedence. */
-	degradation_category: string | null,
+	degradation_category: DegradationCategory | null,
 	/**  All degradation categories. */
-	degradation_categories: string[],
+	degradation_categories: DegradationCategory[],
 	/**  When it happened. */
 	created_at: string,
 };
@@ -492,8 +526,8 @@ export type Explanation = {
 	revision_id: RevisionId,
 	/**  The verdict. */
 	eligible: boolean,
-	/**  The deciding rule's name (`eligible`, `unknown_evidence`, ...). */
-	rule: string,
+	/**  The deciding rule. */
+	rule: RuleName,
 	/**  The verdict in words. */
 	explanation: string,
 	/**  Labels of the destination audience the entry was judged against. */
@@ -522,8 +556,8 @@ export type LineageMessage = {
 	conversation_id: ConversationId,
 	/**  That conversation's title. */
 	conversation_title: string,
-	/**  `inbound` or `outbound`. */
-	direction: string,
+	/**  Received or sent by the agent. */
+	direction: Direction,
 	/**  Sender actor. */
 	sender: ActorId,
 	/**  Sender display name (current). */
@@ -587,6 +621,16 @@ export type RankContribution = {
 };
 
 /**
+ *  The kind of an entry's [`Restriction`], as the `memory_restriction` column stores it and the
+ *  console shows it (the conversation travels beside it, as `restricted_conversation_id`).
+ */
+export type RestrictionKind = 
+/**  No restriction beyond audience evidence. */
+"none" | 
+/**  Only ever eligible in one conversation. */
+"conversation_only";
+
+/**
  *  One audited search in full (selections, score components, skipped and withheld counts),
  *  with its destination audience labelled.
  */
@@ -637,9 +681,9 @@ export type RetrievalEventSummary = {
 	/**  The token allowance. */
 	token_budget: number,
 	/**  The headline degradation category, if retrieval degraded. */
-	degradation_category: string | null,
+	degradation_category: DegradationCategory | null,
 	/**  Every degradation category recorded. */
-	degradation_categories: string[],
+	degradation_categories: DegradationCategory[],
 	/**  When it happened. */
 	created_at: string,
 };
@@ -669,6 +713,16 @@ export type ReviewedSource = {
 export type RevisionId = string;
 
 /**
+ *  How a revision came to be, as the `revision_operation` column stores it (a forget writes no
+ *  revision).
+ */
+export type RevisionOperation = 
+/**  The entry's first revision. */
+"create" | 
+/**  A later revision. */
+"amend";
+
+/**
  *  A revision in the evidence-review queue, with each of its sources of unknown evidence: what
  *  an operator needs to decide who could read them.
  */
@@ -693,8 +747,8 @@ export type RevisionView = {
 	id: RevisionId,
 	/**  1, 2, ... */
 	revision_number: number,
-	/**  `create` or `amend`. */
-	operation: string,
+	/**  How the revision came to be. */
+	operation: RevisionOperation,
 	/**  The stored body (never contains rendered labels). */
 	body: string,
 	/**  Subject actor, `None` = not resolved. */
@@ -716,6 +770,13 @@ export type RevisionView = {
 	sources: SourceView[],
 };
 
+/**
+ *  The name of a [`Rule`] without the source it names, in the rule order (each variant means the
+ *  [`Rule`] of the same name): what SQL returns as `rule` and what the console shows, so the UI
+ *  gets a closed set of names rather than a string.
+ */
+export type RuleName = "eligible" | "foreign_agent" | "forgotten" | "not_current" | "restriction" | "no_lineage" | "unknown_evidence" | "audience_not_covered" | "audience_unknown";
+
 /**  A sharing grant row. */
 export type SharingGrantId = string;
 
@@ -729,8 +790,8 @@ export type SharingRequestId = string;
 export type SharingRequestView = {
 	/**  Request id. */
 	id: string,
-	/**  `pending`, `approved`, `denied` or `expired`. */
-	state: string,
+	/**  Where it stands. */
+	state: SharingState,
 	/**  Runtime agent. */
 	runtime_agent_id: AgentId,
 	/**  Its name. */
@@ -776,6 +837,17 @@ export type SharingRequestView = {
 	/**  The recorded reason. */
 	decision_reason: string | null,
 };
+
+/**  Where a sharing request stands (the `sharing_request_state` column). */
+export type SharingState = 
+/**  Waiting for its voices' confirmations or an operator's decision. */
+"pending" | 
+/**  Released: a grant exists. */
+"approved" | 
+/**  Refused by an operator. */
+"denied" | 
+/**  Lapsed undecided. */
+"expired";
 
 /**  Why an entry was left out by packing. */
 export type SkipReason = 
@@ -869,6 +941,17 @@ export type TokenRevocation = {
 	revoked_by: string,
 };
 
+/**  Who can read a conversation, structurally. `Unknown` yields unknown audience evidence. */
+export type Topology = 
+/**  The agent and exactly one counterpart. */
+"direct" | 
+/**  A private multi-party conversation. */
+"group" | 
+/**  A channel; its audience is its members at the time. */
+"channel" | 
+/**  Not proven (legacy data): sources from here carry unknown evidence. */
+"unknown";
+
 /**
  *  One source of unknown audience evidence, with the transcript facts an operator weighs (who
  *  said it, where, who was recorded in that conversation then) and the last "left unknown" note.
@@ -885,7 +968,7 @@ export type UnknownSource = {
 	/**  Where the message was said. */
 	conversation_title: string | null,
 	/**  That conversation's recorded topology (`unknown` is the usual reason for review). */
-	conversation_topology: string | null,
+	conversation_topology: Topology | null,
 	/**  Who sent the message. */
 	sender: ActorId | null,
 	/**  Whether a connector authenticated the sender. */

@@ -9,6 +9,7 @@ import {
   type Decision,
   type OperatorRights,
   type SharingRequestView,
+  type SharingState,
 } from "../api";
 
 /** A decision the database refused because the queue was out of date; nothing was written. */
@@ -160,7 +161,7 @@ function RequestCard({
 
 /** The sharing-request queue: pending requests to approve or deny, and the decided history. */
 export function SharingQueue({ session, onOpenEntry }: { session: OperatorRights; onOpenEntry: (id: string) => void }) {
-  const [state, setState] = useState("pending");
+  const [state, setState] = useState<SharingState | "all">("pending");
   const [lastDecision, setLastDecision] = useState<Decision | null>(null);
   const [refusal, setRefusal] = useState<Refusal | null>(null);
   const outcome = useRef<HTMLDivElement>(null);
@@ -168,14 +169,17 @@ export function SharingQueue({ session, onOpenEntry }: { session: OperatorRights
     // The outcome is announced above the queue; the operator clicked in a card further down.
     if (refusal || lastDecision) outcome.current?.scrollIntoView?.({ block: "nearest" });
   }, [refusal, lastDecision]);
-  const requests = useQuery({ queryKey: ["sharing", state], queryFn: () => commands.sharingRequests(state) });
+  const requests = useQuery({
+    queryKey: ["sharing", state],
+    queryFn: () => commands.sharingRequests(state === "all" ? null : state),
+  });
   return (
     <section aria-labelledby="sharing-title">
       <div className="section-head">
         <h2 id="sharing-title">Sharing requests</h2>
         <label className="inline">
           Show{" "}
-          <select value={state} onChange={(e) => setState(e.target.value)}>
+          <select value={state} onChange={(e) => setState(e.target.value as SharingState | "all")}>
             <option value="pending">Pending</option>
             <option value="approved">Approved</option>
             <option value="denied">Denied</option>

@@ -209,6 +209,15 @@ describe("RetrievalEvents", () => {
 });
 
 describe("SharingQueue", () => {
+  it("asks for pending requests first, and for every state with null when All is chosen", async () => {
+    mocked.sharingRequests.mockResolvedValue([pendingRequest]);
+    renderWithQuery(<SharingQueue session={operator} onOpenEntry={() => {}} />);
+    await screen.findByTestId("request-req-1");
+    expect(mocked.sharingRequests).toHaveBeenLastCalledWith("pending");
+    await userEvent.selectOptions(screen.getByRole("combobox"), "all");
+    await waitFor(() => expect(mocked.sharingRequests).toHaveBeenLastCalledWith(null));
+  });
+
   it("approves with a reason and reports who decided", async () => {
     mocked.sharingRequests.mockResolvedValue([pendingRequest]);
     mocked.decideSharingRequest.mockResolvedValue({
