@@ -93,7 +93,8 @@ async fn evidence_review_lists_current_revisions_with_unknown_evidence_only() {
         .unwrap();
     db.store.join_conversation(bridged, ana.actor, world.clock - chrono::Duration::days(1)).await.unwrap();
     world.remember(known, &ana, Some(ana.actor), "Known audience fact").await;
-    let (withheld, withheld_rev) = world.remember(bridged, &ana, None, "Budget review moved to Thursday").await;
+    let (withheld, withheld_rev) =
+        world.remember(bridged, &ana, Some(ana.actor), "Budget review moved to Thursday").await;
     let (forgotten, _) = world.remember(bridged, &ana, None, "Another forwarded fact").await;
     db.store.forget_entry(world.agent, forgotten).await.unwrap();
 
@@ -108,6 +109,12 @@ async fn evidence_review_lists_current_revisions_with_unknown_evidence_only() {
     assert!(flagged.entries.iter().any(|e| e.entry_id == withheld && e.evidence_unknown));
     let known_only = flagged.entries.iter().filter(|e| e.entry_id != withheld && e.entry_id != forgotten);
     assert!(known_only.clone().count() == 1 && known_only.clone().all(|e| !e.evidence_unknown));
+    // One actor label everywhere: the browser and the review queue render the subject as prompts do.
+    let rendered = db.store.actor_summaries(&[ana.actor]).await.unwrap()[0].label();
+    assert!(rendered.contains("(id "), "{rendered}");
+    assert_eq!(item.subject_label.as_deref(), Some(rendered.as_str()));
+    let browsed = flagged.entries.iter().find(|e| e.entry_id == withheld).unwrap();
+    assert_eq!(browsed.subject_label.as_deref(), Some(rendered.as_str()));
 }
 
 fn unique_role(prefix: &str) -> String {

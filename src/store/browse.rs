@@ -118,6 +118,14 @@ pub struct EvidenceReviewItem {
     pub evidence_bases: Vec<String>,
 }
 
+/// An evidence-review row as read, before its subject is labelled.
+#[derive(sqlx::FromRow)]
+struct ReviewRow {
+    #[sqlx(flatten)]
+    item: EvidenceReviewItem,
+    subject_actor_id: Option<ActorId>,
+}
+
 /// A page of the evidence-review queue.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "specta", derive(specta::Type))]
@@ -298,17 +306,13 @@ impl Store {
         );
         query.push_bind(PREVIEW_CHARS);
         query.push(
-            ") AS body_preview, r.subject_actor_id AS subject,
-                    CASE WHEN sa.id IS NULL THEN NULL ELSE sa.display_name || ' (id ' ||
-                         coalesce((SELECT ci.external_id FROM connector_identities ci WHERE ci.actor_id = sa.id
-                                    ORDER BY ci.created_at, ci.id LIMIT 1), sa.id::text) || ')' END AS subject_label,
+            ") AS body_preview, r.subject_actor_id AS subject, NULL::text AS subject_label,
                     e.updated_at,
                     EXISTS (SELECT 1 FROM revision_sources s
                              WHERE s.revision_id = r.id AND s.evidence = 'unknown') AS evidence_unknown
                FROM memory_entries e
                JOIN memory_entry_revisions r ON r.id = e.current_revision_id AND r.entry_id = e.id
                JOIN runtime_agents ra ON ra.id = e.runtime_agent_id
-               LEFT JOIN actors sa ON sa.id = r.subject_actor_id
               WHERE true",
         );
         if let Some(agent) = filter.agent {
@@ -336,7 +340,11 @@ impl Store {
             query.push(" AND e.id < ").push_bind(after);
         }
         query.push(" ORDER BY e.id DESC LIMIT ").push_bind(size);
-        let entries: Vec<EntrySummary> = query.build_query_as().fetch_all(&self.pool).await?;
+        let mut entries: Vec<EntrySummary> = query.build_query_as().fetch_all(&self.pool).await?;
+        let labels = self.actor_labels(entries.iter().filter_map(|e| e.subject)).await?;
+        for entry in &mut entries {
+            entry.subject_label = entry.subject.and_then(|s| labels.get(&s).cloned());
+        }
         let next_after = if entries.len() as i64 == size { entries.last().map(|e| e.entry_id) } else { None };
         Ok(EntryPage { entries, next_after })
     }
@@ -357,7 +365,7 @@ impl Store {
         query.push_bind(PREVIEW_CHARS);
         query.push(
             ") AS body_preview,
-                    (SELECT a.display_name FROM actors a WHERE a.id = r.subject_actor_id) AS subject_label,
+                    r.subject_actor_id, NULL::text AS subject_label,
                     r.created_at,
                     count(*) AS unknown_sources,
                     array_agg(DISTINCT s.kind::text)::revision_source_kind[] AS unknown_source_kinds,
@@ -375,7 +383,16 @@ impl Store {
             query.push(" AND r.id < ").push_bind(after);
         }
         query.push(" GROUP BY r.id, ra.name ORDER BY r.id DESC LIMIT ").push_bind(size);
-        let items: Vec<EvidenceReviewItem> = query.build_query_as().fetch_all(&self.pool).await?;
+        let rows: Vec<ReviewRow> = query.build_query_as().fetch_all(&self.pool).await?;
+        let labels = self.actor_labels(rows.iter().filter_map(|r| r.subject_actor_id)).await?;
+        let items: Vec<EvidenceReviewItem> = rows
+            .into_iter()
+            .map(|row| {
+                let mut item = row.item;
+                item.subject_label = row.subject_actor_id.and_then(|s| labels.get(&s).cloned());
+                item
+            })
+            .collect();
         let next_after = if items.len() as i64 == size { items.last().map(|i| i.revision_id) } else { None };
         Ok(EvidenceReviewPage { items, next_after })
     }
@@ -604,7 +621,7 @@ impl Store {
         &self,
         state: Option<SharingState>,
     ) -> Result<Vec<SharingRequestView>, StoreError> {
-        Ok(sqlx::query_as(
+        let requests: Vec<SharingRequestView> = sqlx::query_as(
             "SELECT q.id, q.state, q.runtime_agent_id, ra.name AS agent_name, q.revision_id,
                     r.entry_id, r.revision_number, r.body,
                     EXISTS (SELECT 1 FROM memory_entries e WHERE e.current_revision_id = q.revision_id
@@ -613,20 +630,8 @@ impl Store {
                     q.rationale,
                     coalesce(array_agg(qa.actor_id ORDER BY aa.display_name, qa.actor_id)
                              FILTER (WHERE qa.actor_id IS NOT NULL), '{}') AS proposed_audience,
-                    coalesce(array_agg(aa.display_name || ' (id ' ||
-                                       coalesce((SELECT ci.external_id FROM connector_identities ci
-                                                  WHERE ci.actor_id = aa.id ORDER BY ci.created_at, ci.id LIMIT 1),
-                                                aa.id::text) || ')'
-                                       ORDER BY aa.display_name, qa.actor_id)
-                             FILTER (WHERE qa.actor_id IS NOT NULL), '{}') AS proposed_audience_names,
-                    missing.ids AS missing_voices,
-                    ARRAY(SELECT va.display_name || ' (id ' ||
-                                 coalesce((SELECT ci.external_id FROM connector_identities ci
-                                            WHERE ci.actor_id = va.id ORDER BY ci.created_at, ci.id LIMIT 1),
-                                          va.id::text) || ')'
-                            FROM unnest(missing.ids) WITH ORDINALITY AS mv(actor_id, position)
-                            JOIN actors va ON va.id = mv.actor_id
-                           ORDER BY mv.position) AS missing_voice_names,
+                    '{}'::text[] AS proposed_audience_names,
+                    missing.ids AS missing_voices, '{}'::text[] AS missing_voice_names,
                     q.created_at, q.expires_at, q.decided_at, q.decided_by, q.decision_reason
                FROM sharing_requests q
               CROSS JOIN LATERAL (SELECT CASE WHEN q.state = 'pending' THEN memory_sharing_missing_voices(q.id)
@@ -647,6 +652,35 @@ impl Store {
         .bind(state)
         .bind(i64::from(MAX_PAGE_SIZE))
         .fetch_all(&self.pool)
-        .await?)
+        .await?;
+        self.label_requests(requests).await
+    }
+
+    /// Fills each request's audience and missing-voice labels.
+    async fn label_requests(
+        &self,
+        mut requests: Vec<SharingRequestView>,
+    ) -> Result<Vec<SharingRequestView>, StoreError> {
+        let actors = requests.iter().flat_map(|r| r.proposed_audience.iter().chain(&r.missing_voices).copied());
+        let labels = self.actor_labels(actors).await?;
+        let label = |actor: &ActorId| labels.get(actor).cloned().unwrap_or_else(|| actor.to_string());
+        for request in &mut requests {
+            request.proposed_audience_names = request.proposed_audience.iter().map(label).collect();
+            request.missing_voice_names = request.missing_voices.iter().map(label).collect();
+        }
+        Ok(requests)
+    }
+
+    /// The labels of `actors` (`Victor (id U123)`) by [`super::ActorSummary::label`], the one
+    /// renderer prompts, tool results, the CLI and the console all show.
+    async fn actor_labels(
+        &self,
+        actors: impl IntoIterator<Item = ActorId>,
+    ) -> Result<std::collections::HashMap<ActorId, String>, StoreError> {
+        let ids: Vec<ActorId> = actors.into_iter().collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        if ids.is_empty() {
+            return Ok(std::collections::HashMap::new());
+        }
+        Ok(self.actor_summaries(&ids).await?.into_iter().map(|a| (a.id, a.label())).collect())
     }
 }
