@@ -78,6 +78,13 @@ enum Command {
         #[command(subcommand)]
         action: IndexAction,
     },
+    /// A throwaway Qdrant on loopback for tests and benchmarks (feature `qdrant`): the server
+    /// from `../shared/tools/qdrant/` (or MESH_QDRANT_BIN), state in MESH_QDRANT_DIR.
+    #[cfg(feature = "qdrant")]
+    Qdrant {
+        #[command(subcommand)]
+        action: QdrantAction,
+    },
     /// Explain an entry's eligibility in a conversation (`explain ENTRY --conversation C`), or an
     /// audited search (`explain EVENT --event`).
     Explain {
@@ -268,6 +275,22 @@ enum IndexAction {
     Status,
 }
 
+#[cfg(feature = "qdrant")]
+#[derive(Subcommand, Debug)]
+enum QdrantAction {
+    /// Start a server (or `--nodes N` in distributed mode) on free loopback ports with its own
+    /// storage, wait until it is ready and leave it running; prints its gRPC URL.
+    Start {
+        /// Nodes: 1 is a plain server, more form a cluster.
+        #[arg(long, default_value_t = 1)]
+        nodes: usize,
+    },
+    /// Print the gRPC URL of the running throwaway Qdrant (what QDRANT_URL takes).
+    Url,
+    /// Stop it and remove its storage.
+    Stop,
+}
+
 #[derive(Subcommand, Debug)]
 enum DbAction {
     /// Initialize (first time) and start the cluster, leaving it running.
@@ -413,6 +436,8 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Index { action } => {
             with_store(cli.database_url.as_deref(), |store| async move { index(&store, action, cli.json).await }).await
         }
+        #[cfg(feature = "qdrant")]
+        Command::Qdrant { action } => qdrant(action).await,
         Command::Explain { id, conversation, agent, event } => {
             with_store(cli.database_url.as_deref(), |store| async move {
                 explain(&store, &id, conversation.as_deref(), agent.as_deref(), event, cli.json).await
@@ -848,7 +873,8 @@ async fn index(store: &Store, action: IndexAction, json: bool) -> Result<()> {
         }
         IndexAction::Rebuild { abandon: false } => {
             let embedder = semantic::embedder_from_env()?;
-            let generation = semantic::rebuild(&pool, embedder, draw_progress).await?;
+            let backend = semantic::vector_backend(semantic::VectorIndexChoice::from_env()?, embedder.clone())?;
+            let generation = semantic::rebuild_mirrored(&pool, embedder, backend.mirror, draw_progress).await?;
             eprintln!();
             println!(
                 "generation {} ({}/{}, {} dimensions) is active",
@@ -857,7 +883,12 @@ async fn index(store: &Store, action: IndexAction, json: bool) -> Result<()> {
             Ok(())
         }
         IndexAction::Run { watch } => {
-            let worker = IndexWorker::new(pool, semantic::embedder_from_env()?, WorkerConfig::default());
+            let embedder = semantic::embedder_from_env()?;
+            let backend = semantic::vector_backend(semantic::VectorIndexChoice::from_env()?, embedder.clone())?;
+            let mut worker = IndexWorker::new(pool, embedder, WorkerConfig::default());
+            if let Some(mirror) = backend.mirror {
+                worker = worker.with_mirror(mirror);
+            }
             if watch {
                 eprintln!("indexing until Ctrl-C");
                 worker.run_until(async { tokio::signal::ctrl_c().await.unwrap_or(()) }).await;
@@ -871,6 +902,41 @@ async fn index(store: &Store, action: IndexAction, json: bool) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `mesh-memory qdrant start|url|stop`: the state file lives in MESH_QDRANT_DIR (default: a
+/// directory in the system's temporary directory), the nodes' storage beside it.
+#[cfg(feature = "qdrant")]
+async fn qdrant(action: QdrantAction) -> Result<()> {
+    use mesh_memory::semantic::qdrant_server::{ClusterState, QdrantCluster};
+    let dir = std::env::var_os("MESH_QDRANT_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("mesh-memory-qdrant"));
+    match action {
+        QdrantAction::Start { nodes } => {
+            if let Ok(running) = ClusterState::load(&dir) {
+                anyhow::bail!(
+                    "a throwaway Qdrant is already recorded in {} ({}); run `mesh-memory qdrant stop` first",
+                    dir.display(),
+                    running.nodes[0].grpc_url
+                );
+            }
+            std::fs::create_dir_all(&dir)?;
+            let cluster = QdrantCluster::start_detachable(nodes, Some(&dir)).await?;
+            let state = cluster.detach();
+            state.save(&dir)?;
+            println!("{}", state.nodes[0].grpc_url);
+        }
+        QdrantAction::Url => println!("{}", ClusterState::load(&dir)?.nodes[0].grpc_url),
+        QdrantAction::Stop => match ClusterState::load(&dir) {
+            Ok(state) => {
+                state.stop(&dir)?;
+                println!("throwaway Qdrant stopped");
+            }
+            Err(_) => println!("no throwaway Qdrant was running"),
+        },
+    }
+    Ok(())
 }
 
 /// A one-line progress bar on stderr, redrawn in place.
