@@ -42,14 +42,8 @@ struct PgVector;
 
 impl Adapter for PgVector {
     fn index(&self, embedder: Arc<dyn Embedder>, options: IndexOptions) -> Arc<dyn SemanticIndex> {
-        let mut index = PgVectorIndex::new(embedder);
-        if let Some(floor) = options.min_similarity {
-            index = index.with_min_similarity(floor);
-        }
-        if let Some(cap) = options.eligible_cap {
-            index = index.with_eligible_cap(cap);
-        }
-        Arc::new(index)
+        let index = PgVectorIndex::new(embedder);
+        Arc::new(options.apply(index, PgVectorIndex::with_min_similarity, PgVectorIndex::with_eligible_cap))
     }
 
     fn worker(&self, db: &TestDb, embedder: Arc<dyn Embedder>) -> IndexWorker {

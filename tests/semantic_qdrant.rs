@@ -98,14 +98,8 @@ impl Qdrant {
 
 impl Adapter for Qdrant {
     fn index(&self, embedder: Arc<dyn Embedder>, options: IndexOptions) -> Arc<dyn SemanticIndex> {
-        let mut index = QdrantIndex::new(self.config.clone(), embedder).unwrap();
-        if let Some(floor) = options.min_similarity {
-            index = index.with_min_similarity(floor);
-        }
-        if let Some(cap) = options.eligible_cap {
-            index = index.with_eligible_cap(cap);
-        }
-        Arc::new(index)
+        let index = QdrantIndex::new(self.config.clone(), embedder).unwrap();
+        Arc::new(options.apply(index, QdrantIndex::with_min_similarity, QdrantIndex::with_eligible_cap))
     }
 
     fn worker(&self, db: &TestDb, embedder: Arc<dyn Embedder>) -> IndexWorker {

@@ -355,20 +355,21 @@ impl QdrantIndex {
     /// cap: the set retrieval read, else read here (at most cap + 1 rows) with the same
     /// predicate.
     async fn eligible_ids(&self, request: &SemanticRequest<'_>) -> Result<Vec<Uuid>, SemanticFailure> {
-        match request.eligible {
-            EligibleRows::Read(rows) if rows.len() > self.eligible_cap => Err(SemanticFailure::Oversized),
-            EligibleRows::Read(rows) => Ok(rows.iter().map(|r| r.revision_id.0).collect()),
-            EligibleRows::MoreThan(known) if known >= self.eligible_cap => Err(SemanticFailure::Oversized),
-            EligibleRows::MoreThan(_) | EligibleRows::Unknown => {
-                let ids = read_eligible_ids(request.pool, request.eligibility, self.eligible_cap + 1)
-                    .await
-                    .map_err(|_| SemanticFailure::Failed)?;
-                if ids.len() > self.eligible_cap {
-                    return Err(SemanticFailure::Oversized);
-                }
-                Ok(ids)
+        if let EligibleRows::MoreThan(known) = request.eligible {
+            if known >= self.eligible_cap {
+                return Err(SemanticFailure::Oversized);
             }
         }
+        let ids = match request.eligible {
+            EligibleRows::Read(rows) => rows.iter().map(|r| r.revision_id.0).collect(),
+            _ => read_eligible_ids(request.pool, request.eligibility, self.eligible_cap + 1)
+                .await
+                .map_err(|_| SemanticFailure::Failed)?,
+        };
+        if ids.len() > self.eligible_cap {
+            return Err(SemanticFailure::Oversized);
+        }
+        Ok(ids)
     }
 
     async fn search_inner(&self, request: SemanticRequest<'_>) -> Result<Vec<SemanticHit>, SemanticFailure> {

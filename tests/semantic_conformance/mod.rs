@@ -128,6 +128,18 @@ impl IndexOptions {
     pub fn cap(cap: usize) -> Self {
         Self { min_similarity: None, eligible_cap: Some(cap) }
     }
+
+    /// `index` with these options, through its own `with_min_similarity` and `with_eligible_cap`.
+    pub fn apply<I>(self, index: I, floor: impl FnOnce(I, f32) -> I, cap: impl FnOnce(I, usize) -> I) -> I {
+        let index = match self.min_similarity {
+            Some(value) => floor(index, value),
+            None => index,
+        };
+        match self.eligible_cap {
+            Some(value) => cap(index, value),
+            None => index,
+        }
+    }
 }
 
 /// A vector index as the suite drives it: searching, the worker that fills it, rebuilds, and an
