@@ -69,6 +69,7 @@ fn smoke_options() -> BenchOptions {
         keep_databases: true,
         reuse_databases: false,
         hybrid_max_revisions: 10_000,
+        vector_indexes: vec![bench::BenchIndex::PgVector],
     }
 }
 

@@ -131,9 +131,15 @@ enum Command {
         /// of loading a new one; it is kept again afterwards.
         #[arg(long)]
         reuse: bool,
-        /// Measure hybrid (pgvector) recall only up to this many revisions.
+        /// Measure hybrid recall only up to this many revisions.
         #[arg(long, default_value_t = 1_000_000)]
         hybrid_max: usize,
+        /// Vector indexes to measure hybrid recall and the outbox drain with, side by side, comma
+        /// separated: `pgvector`, `qdrant` (QDRANT_URL, else a throwaway server),
+        /// `qdrant-cluster` (a throwaway three-node cluster, 3 shards, replication factor 2); the
+        /// Qdrant ones need a build with `--features qdrant`.
+        #[arg(long, value_delimiter = ',', default_value = "pgvector")]
+        vector_index: Vec<String>,
         /// Also write the report as JSON to this file.
         #[arg(long)]
         json_out: Option<std::path::PathBuf>,
@@ -408,8 +414,10 @@ async fn run(cli: Cli) -> Result<()> {
             keep,
             reuse,
             hybrid_max,
+            vector_index,
             json_out,
         } => {
+            let (vector_indexes, _servers) = bench_indexes(&vector_index).await?;
             let options = mesh_memory::bench::BenchOptions {
                 sizes,
                 queries,
@@ -419,6 +427,7 @@ async fn run(cli: Cli) -> Result<()> {
                 keep_databases: keep,
                 reuse_databases: reuse,
                 hybrid_max_revisions: hybrid_max,
+                vector_indexes,
             };
             bench(cli.database_url.as_deref(), &options, json_out.as_deref()).await
         }
@@ -753,6 +762,63 @@ async fn eval_locomo(url: Option<&str>, path: &std::path::Path, run: EvalRun<'_>
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// The bench's vector indexes by name, and the throwaway Qdrant servers they need (kept running
+/// until the returned guards drop, after the run).
+#[cfg(feature = "qdrant")]
+async fn bench_indexes(
+    names: &[String],
+) -> Result<(Vec<mesh_memory::bench::BenchIndex>, Vec<mesh_memory::semantic::qdrant_server::QdrantCluster>)> {
+    use mesh_memory::bench::BenchIndex;
+    use mesh_memory::semantic::qdrant::QdrantConfig;
+    use mesh_memory::semantic::qdrant_server::QdrantCluster;
+    let (mut indexes, mut servers) = (Vec::new(), Vec::new());
+    for name in names {
+        let prefix = format!("mesh_bench_{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let config = match name.as_str() {
+            "pgvector" => {
+                indexes.push(BenchIndex::PgVector);
+                continue;
+            }
+            "qdrant" => match std::env::var("QDRANT_URL").ok().filter(|u| !u.is_empty()) {
+                Some(_) => QdrantConfig { collection_prefix: prefix, ..QdrantConfig::from_env()? },
+                None => {
+                    let server = QdrantCluster::start(1, None).await?;
+                    let config = QdrantConfig { collection_prefix: prefix, ..QdrantConfig::new(server.url()) };
+                    servers.push(server);
+                    config
+                }
+            },
+            "qdrant-cluster" => {
+                let cluster = QdrantCluster::start(3, None).await?;
+                let config = QdrantConfig {
+                    collection_prefix: prefix,
+                    shards: Some(3),
+                    replication_factor: Some(2),
+                    ..QdrantConfig::new(cluster.url())
+                };
+                servers.push(cluster);
+                config
+            }
+            other => anyhow::bail!("unknown vector index {other:?}; use pgvector, qdrant or qdrant-cluster"),
+        };
+        indexes.push(BenchIndex::Qdrant { label: name.clone(), config });
+    }
+    Ok((indexes, servers))
+}
+
+/// The bench's vector indexes by name (this build has pgvector only).
+#[cfg(not(feature = "qdrant"))]
+async fn bench_indexes(names: &[String]) -> Result<(Vec<mesh_memory::bench::BenchIndex>, Vec<()>)> {
+    names
+        .iter()
+        .map(|name| match name.as_str() {
+            "pgvector" => Ok(mesh_memory::bench::BenchIndex::PgVector),
+            other => anyhow::bail!("vector index {other:?} needs a build with --features qdrant"),
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(|indexes| (indexes, Vec::new()))
 }
 
 async fn bench(
