@@ -585,24 +585,21 @@ async fn measure_index(
     pgvector_seconds: Option<f64>,
 ) -> Result<IndexReport, BenchError> {
     let embedder: Arc<dyn crate::semantic::Embedder> = Arc::new(hashing::HashingEmbedder::default());
-    let timer = Instant::now();
-    let (search, mirror): (Arc<dyn crate::retrieval::SemanticIndex>, Option<Arc<dyn crate::semantic::VectorMirror>>) =
-        match index {
-            BenchIndex::PgVector => (Arc::new(crate::semantic::PgVectorIndex::new(embedder.clone())), None),
-            #[cfg(feature = "qdrant")]
-            BenchIndex::Qdrant { config, .. } => {
-                let qdrant = Arc::new(
-                    crate::semantic::qdrant::QdrantIndex::new(config.clone(), embedder.clone())
-                        .map_err(|e| BenchError::Setup(e.to_string()))?,
-                );
-                upload_vectors(pool, qdrant.as_ref()).await?;
-                (qdrant.clone(), Some(qdrant))
-            }
-        };
-    let load_seconds = match index {
-        BenchIndex::PgVector => pgvector_seconds.unwrap_or(0.0),
+    type Mirror = Option<Arc<dyn crate::semantic::VectorMirror>>;
+    let (search, mirror, load_seconds): (Arc<dyn crate::retrieval::SemanticIndex>, Mirror, f64) = match index {
+        BenchIndex::PgVector => {
+            (Arc::new(crate::semantic::PgVectorIndex::new(embedder.clone())), None, pgvector_seconds.unwrap_or(0.0))
+        }
         #[cfg(feature = "qdrant")]
-        BenchIndex::Qdrant { .. } => timer.elapsed().as_secs_f64(),
+        BenchIndex::Qdrant { config, .. } => {
+            let timer = Instant::now();
+            let qdrant = Arc::new(
+                crate::semantic::qdrant::QdrantIndex::new(config.clone(), embedder.clone())
+                    .map_err(|e| BenchError::Setup(e.to_string()))?,
+            );
+            upload_vectors(pool, qdrant.as_ref()).await?;
+            (qdrant.clone(), Some(qdrant), timer.elapsed().as_secs_f64())
+        }
     };
     let setup = crate::service::RetrieverSetup::explicit(crate::retrieval::RetrievalConfig::default(), Some(search));
     let retriever =

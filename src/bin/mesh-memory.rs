@@ -723,6 +723,7 @@ async fn eval_locomo(url: Option<&str>, path: &std::path::Path, run: EvalRun<'_>
                 None
             }
         },
+        vector_index: eval_vector_index(&scratch.name)?,
         max_samples,
         extra_hybrid,
     };
@@ -762,6 +763,24 @@ async fn eval_locomo(url: Option<&str>, path: &std::path::Path, run: EvalRun<'_>
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// The evaluation's vector index from the environment (`MESH_VECTOR_INDEX`, `QDRANT_URL`): Qdrant
+/// collections get the scratch database's name as their prefix, so runs never share points.
+#[cfg_attr(not(feature = "qdrant"), allow(unused_variables))]
+fn eval_vector_index(scratch: &str) -> Result<mesh_memory::semantic::VectorIndexChoice> {
+    use mesh_memory::semantic::VectorIndexChoice;
+    Ok(match VectorIndexChoice::from_env()? {
+        #[cfg(feature = "qdrant")]
+        VectorIndexChoice::Qdrant(config) => {
+            eprintln!("vector index: Qdrant at {}", config.url);
+            VectorIndexChoice::Qdrant(mesh_memory::semantic::qdrant::QdrantConfig {
+                collection_prefix: scratch.to_owned(),
+                ..config
+            })
+        }
+        other => other,
+    })
 }
 
 /// The bench's vector indexes by name, and the throwaway Qdrant servers they need (kept running
