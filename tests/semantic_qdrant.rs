@@ -368,7 +368,9 @@ async fn a_stopped_server_degrades_within_the_deadline_and_the_outbox_redelivers
     let mut s = scene(&db).await;
     let embedder = hash64();
     let index = adapter.qdrant_index(embedder.clone());
-    let config = WorkerConfig { initial_backoff: Duration::from_millis(50), ..WorkerConfig::default() };
+    // One attempt before parking: an outage must not park rows all the same.
+    let config =
+        WorkerConfig { initial_backoff: Duration::from_millis(50), max_attempts: 1, ..WorkerConfig::default() };
     let worker = IndexWorker::new(db.pool.clone(), embedder.clone(), config).with_mirror(index.clone());
     worker.drain().await.unwrap();
     let retriever = Retriever::new(db.store.clone(), RetrievalConfig::default()).with_semantic_index(index.clone());
@@ -404,6 +406,7 @@ async fn a_stopped_server_degrades_within_the_deadline_and_the_outbox_redelivers
     let amended = amend(&s.world, s.tabs.0, s.tabs.1, "Victor prefers tabs, width four").await;
     let report = worker.run_once().await.unwrap();
     assert_eq!((report.claimed, report.retried, report.embedded), (2, 2, 0), "rescheduled, nothing marked done");
+    assert_eq!(report.gave_up, 0, "an unreachable index is an outage: its rows are never parked");
     let category: Vec<Option<String>> =
         sqlx::query_scalar("SELECT last_error_category FROM index_outbox WHERE completed_at IS NULL")
             .fetch_all(&db.pool)

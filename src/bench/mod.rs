@@ -602,13 +602,15 @@ async fn measure_index(
         }
     };
     let setup = crate::service::RetrieverSetup::explicit(crate::retrieval::RetrievalConfig::default(), Some(search));
-    let retriever =
-        crate::service::configured_retriever(store, setup).map_err(|e| BenchError::InvalidOptions(e.to_string()))?.retriever;
+    let retriever = crate::service::configured_retriever(store, setup)
+        .map_err(|e| BenchError::InvalidOptions(e.to_string()))?
+        .retriever;
     measure_recall(&retriever, workspace, options.queries.min(20), 7).await?;
     let (hybrid, _) = measure_recall(&retriever, workspace, options.queries, 42).await?;
 
     measure_remember_throughput(store, workspace, options.writers, Duration::from_secs(2)).await?;
-    let mut worker = crate::semantic::IndexWorker::new(pool.clone(), embedder, crate::semantic::WorkerConfig::default());
+    let mut worker =
+        crate::semantic::IndexWorker::new(pool.clone(), embedder, crate::semantic::WorkerConfig::default());
     if let Some(mirror) = mirror {
         worker = worker.with_mirror(mirror);
     }

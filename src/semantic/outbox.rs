@@ -263,9 +263,13 @@ impl IndexWorker {
         category: &str,
     ) -> Result<(usize, usize), SemanticError> {
         let (mut retried, mut gave_up) = (0, 0);
+        // A server that cannot be reached is an outage, not a bad row: those rows keep being
+        // retried at the longest backoff until it is back, so an outage longer than the retry
+        // budget loses nothing. Rows a provider refuses or fails are parked after `max_attempts`.
+        let outage = OUTAGE_CATEGORIES.contains(&category);
         for row in claimed {
             let attempts = row.attempts + 1;
-            let park = attempts >= self.config.max_attempts;
+            let park = attempts >= self.config.max_attempts && !outage;
             let delay = backoff(&self.config, attempts);
             sqlx::query(
                 "UPDATE index_outbox
@@ -290,6 +294,10 @@ impl IndexWorker {
         Ok((retried, gave_up))
     }
 }
+
+/// Failure categories that mean "not reachable now" ([`super::MirrorError::Unreachable`], an
+/// embedding provider that cannot be reached): never parked, retried until it is back.
+pub const OUTAGE_CATEGORIES: [&str; 2] = ["index_unreachable", "provider_unreachable"];
 
 /// Exponential backoff: `initial * 2^(attempts-1)`, capped at `max_backoff`.
 fn backoff(config: &WorkerConfig, attempts: i32) -> Duration {
