@@ -10,8 +10,9 @@
 //! - [`rebuild`]: backfill of a new generation with progress.
 //! - [`vector_index`]: [`PgVectorIndex`], retrieval's [`crate::retrieval::SemanticIndex`] over
 //!   pgvector, searching only eligible rows ([`sign_bits`] shortlists the set retrieval read);
-//!   with the `qdrant` feature, `qdrant` mirrors vectors into Qdrant and revalidates its hits
-//!   against canonical rows.
+//!   with the `qdrant` feature, `qdrant` mirrors vectors into Qdrant ([`mirror`]: nothing
+//!   resurrects) and searches it among the eligible set's ids; `qdrant_server` starts throwaway
+//!   Qdrant servers and clusters.
 //!
 //! PostgreSQL stays canonical: dropping every embedding loses nothing a rebuild cannot restore.
 

@@ -7,10 +7,10 @@
 //! the worker has caught up ([`super::mirror`] says why nothing resurrects). Searches ask Qdrant
 //! only among the eligible set of this search (the set retrieval read, or one this adapter reads
 //! with the same predicate, [`crate::eligible_searchable_rows!`]) as a point-id filter, above the
-//! same similarity floor as pgvector; every hit is then revalidated against canonical rows with
-//! the one eligibility predicate ([`crate::eligible_revision_sql!`]) and capped at the requested
-//! limit before retrieval hydrates it. So a point the worker has not pruned yet can never come
-//! back eligible: its revision is in no eligible set.
+//! same similarity floor as pgvector, and cap distinct hits at the requested limit; retrieval then
+//! keeps only hits of its eligible set and re-checks the canonical rules in the statement that
+//! hydrates them, exactly as for pgvector's hits. So a point the worker has not pruned yet can
+//! never come back eligible: its revision is in no eligible set.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -29,7 +29,7 @@ use uuid::Uuid;
 use super::embedder::Embedder;
 use super::generations::{serving_generation, Generation, GenerationState};
 use super::mirror::{MirrorBatch, MirrorError, MirrorFuture, VectorMirror};
-use super::vector_index::{cap_distinct_hits, revalidate, DEFAULT_MIN_SIMILARITY, MAX_ELIGIBLE_REVISIONS};
+use super::vector_index::{cap_distinct_hits, DEFAULT_MIN_SIMILARITY, MAX_ELIGIBLE_REVISIONS};
 use super::SemanticError;
 use crate::eligible_searchable_rows;
 use crate::ids::RevisionId;
@@ -398,8 +398,10 @@ impl QdrantIndex {
                 Some(SemanticHit { revision_id: point_revision(point.id.as_ref()?)?, similarity: point.score })
             })
             .collect();
-        let valid = revalidate(request.pool, request.eligibility, raw).await.map_err(|_| SemanticFailure::Failed)?;
-        Ok(cap_distinct_hits(valid, request.limit))
+        // Every hit is one of the eligible ids this search read (the point-id filter), as pgvector's
+        // hits are rows of that set; retrieval keeps only hits of its set and re-checks the
+        // canonical rules when it hydrates them.
+        Ok(cap_distinct_hits(raw, request.limit))
     }
 }
 

@@ -5,7 +5,8 @@
 //! cosine for those revisions alone), or the eligible rows ([`crate::eligible_searchable_rows!`])
 //! in the same SQL statement as the cosine ordering; an ineligible revision is never a hit.
 //! External indexes (Qdrant) implement [`super::VectorMirror`] for the worker's writes and
-//! [`SemanticIndex`] for search, revalidating every hit against canonical rows. Either way,
+//! [`SemanticIndex`] for search, restricted to the ids of the eligible set (or, for a provider
+//! that cannot restrict its search, every hit revalidated with [`revalidate`]). Either way,
 //! distinct hits are capped at the requested limit here, before retrieval hydrates them, whatever
 //! a provider returned.
 
@@ -368,8 +369,9 @@ pub fn shortlist(eligible: &[EligibleRevision], query: &SignBits, size: usize) -
 }
 
 /// Keeps only the hits that are eligible now, by the same predicate as every candidate query,
-/// in the provider's order (one statement over all hits). External indexes (Qdrant) call this
-/// after their provider work, before [`cap_distinct_hits`].
+/// in the provider's order (one statement over all hits). For an external index that cannot
+/// restrict its search to the eligible set's ids (Qdrant can, and does), after its provider work
+/// and before [`cap_distinct_hits`].
 pub async fn revalidate(
     pool: &PgPool,
     ctx: &EligibilityContext,
