@@ -132,7 +132,7 @@ impl QdrantNode {
         self.dir.join("qdrant.log")
     }
 
-    fn spawn(&mut self, binary: &Path, tied_to_thread: bool) -> Result<(), QdrantServerError> {
+    fn spawn(&mut self, binary: &Path, tied_to_thread: bool, api_key: Option<&str>) -> Result<(), QdrantServerError> {
         std::fs::create_dir_all(&self.dir)?;
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log())?;
         let mut command = Command::new(binary);
@@ -152,6 +152,9 @@ impl QdrantNode {
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
+        if let Some(key) = api_key {
+            command.env("QDRANT__SERVICE__API_KEY", key);
+        }
         if let Some((port, bootstrap)) = &self.p2p {
             command
                 .env("QDRANT__CLUSTER__ENABLED", "true")
@@ -230,6 +233,8 @@ pub struct QdrantCluster {
     nodes: Vec<QdrantNode>,
     /// Whether the nodes die with the thread that started them.
     tied: bool,
+    /// The API key the nodes require, if any.
+    api_key: Option<String>,
     detached: bool,
     http: reqwest::Client,
 }
@@ -240,21 +245,32 @@ impl QdrantCluster {
     /// waits until every node is ready and, in a cluster, every peer is known to the first. The
     /// nodes die with this guard, or with the thread that started them.
     pub async fn start(nodes: usize, base: Option<&Path>) -> Result<Self, QdrantServerError> {
-        Self::start_with(nodes, base, true).await
+        Self::start_with(nodes, base, true, None).await
+    }
+
+    /// Like [`start`](Self::start), with every node requiring `api_key` (Qdrant's
+    /// `service.api_key`): what a deployment with authentication looks like to the adapter.
+    pub async fn start_with_api_key(nodes: usize, api_key: &str) -> Result<Self, QdrantServerError> {
+        Self::start_with(nodes, None, true, Some(api_key.to_owned())).await
     }
 
     /// Like [`start`](Self::start), but the nodes outlive this process once
     /// [`detach`](Self::detach)ed (for `mesh-memory qdrant start`).
     pub async fn start_detachable(nodes: usize, base: Option<&Path>) -> Result<Self, QdrantServerError> {
-        Self::start_with(nodes, base, false).await
+        Self::start_with(nodes, base, false, None).await
     }
 
-    async fn start_with(nodes: usize, base: Option<&Path>, tied: bool) -> Result<Self, QdrantServerError> {
+    async fn start_with(
+        nodes: usize,
+        base: Option<&Path>,
+        tied: bool,
+        api_key: Option<String>,
+    ) -> Result<Self, QdrantServerError> {
         let binary = qdrant_binary()?;
         let base = base.map_or_else(std::env::temp_dir, Path::to_path_buf);
         let dir = base.join(format!("mesh-qdrant-{}", uuid::Uuid::new_v4().simple()));
         let http = reqwest::Client::builder().timeout(Duration::from_secs(2)).build().map_err(std::io::Error::other)?;
-        let mut cluster = QdrantCluster { binary, dir, nodes: Vec::new(), tied, detached: false, http };
+        let mut cluster = QdrantCluster { binary, dir, nodes: Vec::new(), tied, api_key, detached: false, http };
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -287,7 +303,7 @@ impl QdrantCluster {
             })
             .collect();
         for i in 0..count {
-            self.nodes[i].spawn(&self.binary, self.tied)?;
+            self.nodes[i].spawn(&self.binary, self.tied, self.api_key.as_deref())?;
             // Followers bootstrap from a running first node.
             if i == 0 {
                 self.wait_ready(0).await?;
@@ -328,7 +344,11 @@ impl QdrantCluster {
         let started = Instant::now();
         let url = format!("{}/cluster", self.nodes[0].http_url());
         while started.elapsed() < READY_TIMEOUT {
-            if let Ok(response) = self.http.get(&url).send().await {
+            let mut request = self.http.get(&url);
+            if let Some(key) = &self.api_key {
+                request = request.header("api-key", key);
+            }
+            if let Ok(response) = request.send().await {
                 if let Ok(body) = response.json::<serde_json::Value>().await {
                     let peers = body["result"]["peers"].as_object().map_or(0, serde_json::Map::len);
                     if peers >= count {
@@ -368,7 +388,7 @@ impl QdrantCluster {
         if let Some((_, bootstrap)) = &mut self.nodes[i].p2p {
             *bootstrap = None;
         }
-        self.nodes[i].spawn(&self.binary, self.tied)?;
+        self.nodes[i].spawn(&self.binary, self.tied, self.api_key.as_deref())?;
         self.wait_ready(i).await
     }
 
