@@ -187,7 +187,7 @@ impl IndexWorker {
 
     /// Embeds the claimed revisions missing from each target generation (once, whatever the
     /// number of generations: they all serve this embedder's model), brings the external index in
-    /// line with the canonical state of every entry the batch touches ([`sync_mirror`]), then
+    /// line with the canonical state of every entry the batch touches ([`super::mirror`]), then
     /// writes the embedding rows: the mirror first, so a failed mirror write leaves no row behind
     /// that would mark its revision as indexed.
     async fn process(
