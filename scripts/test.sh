@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Sets up and runs every test: installs what is needed, starts a throwaway embedded PostgreSQL,
-# runs fmt, clippy and every suite against it (core, the feature-gated semantic and benchmark
-# suites, the operator console with its real-window end-to-end suite), and stops every server it
-# started, even on failure. Tests copy their databases from one migrated template and drop them.
+# Sets up and runs every test: installs what is needed, starts a throwaway embedded PostgreSQL
+# (and, for the Qdrant suites, a throwaway Qdrant from ../shared/tools/qdrant), runs fmt, clippy and
+# every suite against them (core, the feature-gated semantic and benchmark suites, the operator
+# console with its real-window end-to-end suite), and stops every server it started, even on
+# failure. Tests copy their databases from one migrated template and drop them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -56,8 +57,21 @@ step "local embedder: reference vectors, paraphrase retrieval, LoCoMo dev split 
 cargo clippy --locked --features local-embedder,qdrant --lib --bins \
   --test semantic_local --test semantic_qdrant --test benchmark_smoke -- -D warnings
 cargo test --locked --features local-embedder --test semantic_local --test benchmark_smoke -- --nocapture
-# Runs against a real Qdrant only when QDRANT_URL is set; otherwise it prints a SKIPPED banner.
-cargo test --locked --features qdrant --test semantic_qdrant -- --nocapture
+
+step "Qdrant: a throwaway server from ../shared/tools/qdrant, the adapter's suites against it"
+# The server binary is verified and unpacked by the shared script (a missing one fails here, loudly).
+MESH_QDRANT_BIN="$(../shared/tools/qdrant/unpack.sh)"
+export MESH_QDRANT_BIN
+export MESH_QDRANT_DIR="${MESH_TEST_QDRANT_DIR:-$CARGO_TARGET_DIR/mesh-test-qdrant}"
+cargo build --locked --features qdrant --bin mesh-memory
+"$BIN" qdrant stop >/dev/null 2>&1 || true
+"$BIN" qdrant start
+trap '"$BIN" qdrant stop >/dev/null 2>&1 || true; stop_servers' EXIT
+# Conformance with pgvector, nothing resurrects, a stopped server, a three-node cluster (the last
+# two start their own nodes from MESH_QDRANT_BIN).
+QDRANT_URL="$("$BIN" qdrant url)" cargo test --locked --features qdrant --test semantic_qdrant -- --nocapture
+"$BIN" qdrant stop
+trap stop_servers EXIT
 
 stop_servers
 

@@ -34,6 +34,7 @@ async fn locomo_dev_split_evaluates_without_errors_or_violations() {
     let options = EvalOptions {
         config: RetrievalConfig::default(),
         embedder: Some(std::sync::Arc::new(embedder)),
+        vector_index: mesh_memory::semantic::VectorIndexChoice::PgVector,
         max_samples: None,
         extra_hybrid: Vec::new(),
     };
@@ -69,6 +70,7 @@ fn smoke_options() -> BenchOptions {
         keep_databases: true,
         reuse_databases: false,
         hybrid_max_revisions: 10_000,
+        vector_indexes: vec![bench::BenchIndex::PgVector],
     }
 }
 

@@ -1,162 +1,82 @@
-//! The semantic index against a real PostgreSQL with pgvector: the outbox worker, generations and
-//! rebuilds, pgvector search with eligibility in the same statement, degradation categories, and
-//! the OpenAI-compatible client against a local HTTP server started inside the test.
+//! The semantic index against a real PostgreSQL with pgvector: the conformance suite every vector
+//! index passes (`tests/semantic_conformance`, bound here to pgvector and in
+//! `tests/semantic_qdrant.rs` to Qdrant), then what is pgvector's or the worker's own: the outbox
+//! worker's crash and retry behaviour, the sign-bit shortlist, the cap before hydration, and the
+//! OpenAI-compatible client against a local HTTP server started inside the test.
 //!
 //! These tests use a small deterministic embedder (hashed bag of words) so that they run without
 //! model weights; `tests/semantic_local.rs` runs the real all-MiniLM-L6-v2 (`local-embedder`).
 
 mod common;
+mod semantic_conformance;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{test_db, TestDb, World};
-use mesh_memory::privacy::EligibilityContext;
 use mesh_memory::retrieval::{
-    DegradationCategory, EligibleRevision, EligibleRows, RetrievalConfig, RetrievalMode, Retriever, SearchRequest,
-    SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest, SubjectMatch,
+    EligibleRows, RetrievalConfig, Retriever, SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex,
+    SemanticRequest, SubjectMatch,
 };
 use mesh_memory::semantic::vector_index::shortlist;
 use mesh_memory::semantic::{
-    abandon_rebuild, availability, list_generations, outbox_status, rebuild, EmbedError, EmbedFuture, Embedder,
-    EmbedderInfo, GenerationState, IndexAvailability, IndexWorker, OpenAiConfig, OpenAiEmbedder, PgVectorIndex,
-    RebuildProgress, SemanticError, SignBits, WorkerConfig,
+    list_generations, outbox_status, rebuild, EmbedError, Embedder, EmbedderInfo, Generation, GenerationState,
+    IndexWorker, OpenAiConfig, OpenAiEmbedder, PgVectorIndex, RebuildProgress, SemanticError, SignBits, WorkerConfig,
 };
-use mesh_memory::store::{Amendment, SubjectUpdate, Topology};
-use mesh_memory::{ConversationId, RevisionId};
+use mesh_memory::store::Topology;
+use mesh_memory::RevisionId;
+use semantic_conformance::{
+    channel_context, eligible_revisions, recall, scalar, scene, semantic_hits, Adapter, FailingEmbedder, HashEmbedder,
+    IndexOptions,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 // ------------------------------------------------------------------------------------------------
-// Test embedders
+// The conformance suite, bound to pgvector
 // ------------------------------------------------------------------------------------------------
 
-/// Hashed bag of words: texts sharing words are close. Deterministic, no weights needed.
-struct HashEmbedder {
-    info: EmbedderInfo,
-    calls: AtomicUsize,
-}
+/// pgvector: the worker writes `revision_embeddings`; an unreachable index is one whose query
+/// embedder cannot be reached (the index itself lives in PostgreSQL).
+struct PgVector;
 
-impl HashEmbedder {
-    fn new(model: &str, dimension: usize) -> Arc<Self> {
-        Arc::new(Self {
-            info: EmbedderInfo { provider: "test".into(), model: model.into(), dimension },
-            calls: AtomicUsize::new(0),
-        })
+impl Adapter for PgVector {
+    fn index(&self, embedder: Arc<dyn Embedder>, options: IndexOptions) -> Arc<dyn SemanticIndex> {
+        let index = PgVectorIndex::new(embedder);
+        Arc::new(options.apply(index, PgVectorIndex::with_min_similarity, PgVectorIndex::with_eligible_cap))
     }
 
-    fn vector(&self, text: &str) -> Vec<f32> {
-        let mut v = vec![0.0f32; self.info.dimension];
-        v[0] = 0.1;
-        for word in text.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 2) {
-            let hash =
-                word.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
-            v[1 + (hash as usize) % (self.info.dimension - 1)] += 1.0;
-        }
-        v
-    }
-}
-
-impl Embedder for HashEmbedder {
-    fn info(&self) -> &EmbedderInfo {
-        &self.info
+    fn worker(&self, db: &TestDb, embedder: Arc<dyn Embedder>) -> IndexWorker {
+        worker(db, embedder)
     }
 
-    fn embed<'a>(&'a self, texts: &'a [String]) -> EmbedFuture<'a> {
-        self.calls.fetch_add(texts.len(), Ordering::SeqCst);
-        let vectors = texts.iter().map(|t| self.vector(t)).collect();
-        Box::pin(
-            async move { mesh_memory::semantic::embedder::validate_vectors(vectors, texts.len(), self.info.dimension) },
-        )
+    async fn rebuild(
+        &self,
+        db: &TestDb,
+        embedder: Arc<dyn Embedder>,
+        on_progress: &mut dyn FnMut(RebuildProgress),
+    ) -> Result<Generation, SemanticError> {
+        rebuild(&db.pool, embedder, on_progress).await
+    }
+
+    fn unreachable(&self, embedder: Arc<dyn Embedder>) -> Arc<dyn SemanticIndex> {
+        let info = embedder.info().clone();
+        Arc::new(PgVectorIndex::new(Arc::new(FailingEmbedder { info, error: EmbedError::Unreachable })))
+    }
+
+    fn ranks_sign_bits(&self) -> bool {
+        true
     }
 }
 
-/// Fails every call with `error`.
-struct FailingEmbedder {
-    info: EmbedderInfo,
-    error: EmbedError,
+async fn pgvector() -> PgVector {
+    PgVector
 }
 
-impl Embedder for FailingEmbedder {
-    fn info(&self) -> &EmbedderInfo {
-        &self.info
-    }
-
-    fn embed<'a>(&'a self, _texts: &'a [String]) -> EmbedFuture<'a> {
-        let error = self.error.clone();
-        Box::pin(async move { Err(error) })
-    }
-}
-
-/// Answers like `inner`, but only after `delay` (a provider past the retrieval deadline).
-struct SlowEmbedder {
-    inner: Arc<HashEmbedder>,
-    delay: Duration,
-}
-
-impl Embedder for SlowEmbedder {
-    fn info(&self) -> &EmbedderInfo {
-        self.inner.info()
-    }
-
-    fn embed<'a>(&'a self, texts: &'a [String]) -> EmbedFuture<'a> {
-        Box::pin(async move {
-            tokio::time::sleep(self.delay).await;
-            self.inner.embed(texts).await
-        })
-    }
-}
+conformance_tests!(pgvector);
 
 fn worker(db: &TestDb, embedder: Arc<dyn Embedder>) -> IndexWorker {
     IndexWorker::new(db.pool.clone(), embedder, WorkerConfig::default())
-}
-
-async fn scalar(db: &TestDb, sql: &'static str) -> i64 {
-    sqlx::query_scalar(sql).fetch_one(&db.pool).await.unwrap()
-}
-
-/// An agent with Victor (the CTO) and Ana in an engineering channel, a private DM with Ana, and
-/// a few memories. Returns the world, the channel, the DM and the tabs revision.
-struct Scene {
-    world: World,
-    channel: ConversationId,
-    dm: ConversationId,
-    victor: common::Person,
-    tabs: (mesh_memory::EntryId, RevisionId),
-    private: (mesh_memory::EntryId, RevisionId),
-}
-
-async fn scene(db: &TestDb) -> Scene {
-    let mut world = World::new(&db.store, "agent").await;
-    let victor = world.person("Victor", "U1").await;
-    let ana = world.person("Ana", "U2").await;
-    let channel = world.conversation("C-eng", Topology::Channel, &[&victor, &ana]).await;
-    let dm = world.conversation("D-ana", Topology::Direct, &[&ana]).await;
-    let tabs = world.remember(channel, &victor, Some(victor.actor), "Victor prefers tabs over spaces in code").await;
-    world.remember(channel, &ana, Some(ana.actor), "The deploy train leaves every Friday afternoon").await;
-    world.remember(channel, &ana, Some(ana.actor), "Ana likes sushi for lunch").await;
-    let private = world.remember(dm, &ana, Some(ana.actor), "Ana secretly prefers tabs over spaces too").await;
-    Scene { world, channel, dm, victor, tabs, private }
-}
-
-async fn semantic_hits(
-    db: &TestDb,
-    index: &dyn SemanticIndex,
-    ctx: &EligibilityContext,
-    query: &str,
-    limit: usize,
-) -> Result<Vec<SemanticHit>, SemanticFailure> {
-    index
-        .search(SemanticRequest { pool: &db.pool, eligibility: ctx, query, limit, eligible: EligibleRows::Unknown })
-        .await
-}
-
-async fn channel_context(db: &TestDb, scene: &Scene) -> EligibilityContext {
-    EligibilityContext::resolve(&db.store, scene.world.agent, scene.channel).await.unwrap()
-}
-
-fn recall(scene: &Scene, query: &str) -> SearchRequest {
-    SearchRequest::new(scene.world.agent, scene.channel, Some(scene.victor.actor), query, RetrievalMode::Recall)
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -265,100 +185,6 @@ async fn a_failing_provider_is_retried_with_backoff_then_parked_with_only_a_cate
 // ------------------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn pgvector_search_never_returns_an_ineligible_revision_however_similar() {
-    let db = test_db().await;
-    let s = scene(&db).await;
-    let embedder = HashEmbedder::new("hash-256", 256);
-    worker(&db, embedder.clone()).drain().await.unwrap();
-    let index = PgVectorIndex::new(embedder.clone());
-
-    // In the channel (Victor and Ana) the private DM memory is nearest but not eligible.
-    let ctx = channel_context(&db, &s).await;
-    let hits = semantic_hits(&db, &index, &ctx, "prefers tabs over spaces", 10).await.unwrap();
-    let ids: Vec<RevisionId> = hits.iter().map(|h| h.revision_id).collect();
-    assert_eq!(ids.first(), Some(&s.tabs.1), "the closest eligible memory comes first: {hits:?}");
-    assert!(!ids.contains(&s.private.1), "the private DM memory must never be a semantic hit");
-    assert_eq!(ids, vec![s.tabs.1], "unrelated memories stay below the similarity floor");
-    let unfloored = PgVectorIndex::new(embedder.clone()).with_min_similarity(-1.0);
-    let all = semantic_hits(&db, &unfloored, &ctx, "prefers tabs over spaces", 10).await.unwrap();
-    assert_eq!(all.len(), 3, "without the floor every eligible current revision is a candidate, nothing else");
-    assert!(all.iter().all(|h| h.revision_id != s.private.1));
-    assert!(hits.windows(2).all(|w| w[0].similarity >= w[1].similarity), "best first");
-
-    // In the DM with Ana alone both tabs memories are eligible.
-    let dm = EligibilityContext::resolve(&db.store, s.world.agent, s.dm).await.unwrap();
-    let dm_hits = semantic_hits(&db, &index, &dm, "prefers tabs over spaces", 10).await.unwrap();
-    assert!(dm_hits.iter().any(|h| h.revision_id == s.private.1));
-
-    // A foreign audience (someone outside every source audience) gets nothing at all.
-    let stranger = s.world.person("Mallory", "U9").await;
-    let stranger_dm = s.world.conversation("D-mallory", Topology::Direct, &[&stranger]).await;
-    let foreign = EligibilityContext::resolve(&db.store, s.world.agent, stranger_dm).await.unwrap();
-    assert!(semantic_hits(&db, &index, &foreign, "prefers tabs", 10).await.unwrap().is_empty());
-    // The limit is honoured.
-    assert_eq!(semantic_hits(&db, &index, &ctx, "prefers tabs", 1).await.unwrap().len(), 1);
-}
-
-#[tokio::test]
-async fn after_an_amend_only_the_current_revisions_embedding_is_used() {
-    let db = test_db().await;
-    let s = scene(&db).await;
-    let embedder = HashEmbedder::new("hash-64", 64);
-    let w = worker(&db, embedder.clone());
-    w.drain().await.unwrap();
-    let amended = s
-        .world
-        .store
-        .amend_entry(Amendment {
-            agent: s.world.agent,
-            entry: s.tabs.0,
-            expected_revision: s.tabs.1,
-            body: Some("Victor now insists on four spaces, never tabs".into()),
-            subject: SubjectUpdate::Keep,
-            source_actor: Some(s.victor.actor),
-            sources: vec![],
-        })
-        .await
-        .unwrap();
-    let mesh_memory::store::WriteOutcome::Committed(amend) = amended else { panic!("amend committed") };
-    assert_eq!(w.drain().await.unwrap().embedded, 1);
-    common::assert_projection_matches_canonical(&db.pool).await;
-
-    // The old revision's embedding stays as history...
-    assert_eq!(mesh_memory::semantic::embedding_count(&db.pool, s.tabs.1).await.unwrap(), 1);
-    // ...but only the current revision is a hit.
-    let index = PgVectorIndex::new(embedder.clone());
-    let ctx = channel_context(&db, &s).await;
-    let hits = semantic_hits(&db, &index, &ctx, "Victor prefers tabs over spaces in code", 10).await.unwrap();
-    let ids: Vec<RevisionId> = hits.iter().map(|h| h.revision_id).collect();
-    assert!(ids.contains(&amend.revision_id()));
-    assert!(!ids.contains(&s.tabs.1), "a superseded revision is excluded by revision state");
-
-    let retriever = Retriever::new(db.store.clone(), RetrievalConfig::default()).with_semantic_index(Arc::new(index));
-    let outcome = retriever.search(&recall(&s, "Victor prefers tabs over spaces in code")).await.unwrap();
-    let selected = outcome.used_revisions();
-    assert!(selected.contains(&amend.revision_id()) && !selected.contains(&s.tabs.1), "{selected:?}");
-    let current = outcome.selections.iter().find(|x| x.revision_id == amend.revision_id()).unwrap();
-    assert!(current.components.semantic.is_some(), "semantic rank is shown in the components");
-    assert!(outcome.degradation_categories.is_empty(), "{:?}", outcome.degradation_categories);
-}
-
-/// The eligible set with its sign bits, as retrieval's eligible-set statement reads it.
-async fn eligible_revisions(db: &TestDb, ctx: &EligibilityContext) -> Vec<EligibleRevision> {
-    let rows: Vec<(RevisionId, Option<SignBits>)> = sqlx::query_as(
-        "SELECT p.revision_id, p.embedding_bits
-           FROM memory_eligible_revisions($1, $2, $3, p_through_classes => true) AS p",
-    )
-    .bind(ctx.agent())
-    .bind(ctx.conversation())
-    .bind(ctx.audience_uuids())
-    .fetch_all(&db.pool)
-    .await
-    .unwrap();
-    rows.into_iter().map(|(revision_id, sign_bits)| EligibleRevision { revision_id, sign_bits }).collect()
-}
-
-#[tokio::test]
 async fn the_shortlist_over_the_read_eligible_set_finds_what_the_exact_search_finds() {
     let db = test_db().await;
     let s = scene(&db).await;
@@ -435,87 +261,6 @@ async fn sign_bits_rank_the_shortlist_as_pgvector_ranks_it() {
     }
 }
 
-#[tokio::test]
-async fn after_forget_nothing_is_returned_from_either_index() {
-    let db = test_db().await;
-    let s = scene(&db).await;
-    let embedder = HashEmbedder::new("hash-64", 64);
-    let w = worker(&db, embedder.clone());
-    w.drain().await.unwrap();
-    s.world.store.forget_entry(s.world.agent, s.tabs.0).await.unwrap();
-    let report = w.drain().await.unwrap();
-    assert_eq!(report.retired, 1, "the retire_entry work item is processed");
-
-    let index = PgVectorIndex::new(embedder.clone());
-    let ctx = channel_context(&db, &s).await;
-    let hits = semantic_hits(&db, &index, &ctx, "Victor prefers tabs over spaces in code", 10).await.unwrap();
-    assert!(hits.iter().all(|h| h.revision_id != s.tabs.1));
-
-    let retriever = Retriever::new(db.store.clone(), RetrievalConfig::default()).with_semantic_index(Arc::new(index));
-    let outcome = retriever.search(&recall(&s, "Victor prefers tabs over spaces in code")).await.unwrap();
-    assert!(outcome.selections.iter().all(|x| x.entry_id != s.tabs.0), "neither lexical nor semantic returns it");
-    assert!(outcome.degradation_categories.is_empty());
-}
-
-// ------------------------------------------------------------------------------------------------
-// Degradation
-// ------------------------------------------------------------------------------------------------
-
-#[tokio::test]
-async fn a_slow_embedder_past_the_deadline_yields_lexical_results_and_semantic_timeout() {
-    let db = test_db().await;
-    let s = scene(&db).await;
-    let embedder = HashEmbedder::new("hash-64", 64);
-    worker(&db, embedder.clone()).drain().await.unwrap();
-    // A provider far slower than any load could make the search itself: the bound below proves
-    // the deadline cut it short without timing the search tightly (4 test threads share 2 cores).
-    let slow: Arc<dyn Embedder> = Arc::new(SlowEmbedder { inner: embedder, delay: Duration::from_secs(120) });
-    let config = RetrievalConfig::default();
-    assert_eq!(config.semantic_deadline, Duration::from_secs(3), "the spec's deadline is the default");
-    let retriever = Retriever::new(db.store.clone(), config).with_semantic_index(Arc::new(PgVectorIndex::new(slow)));
-
-    let started = Instant::now();
-    let outcome = retriever.search(&recall(&s, "tabs")).await.unwrap();
-    let elapsed = started.elapsed();
-    assert!(elapsed < Duration::from_secs(30), "the deadline cut the provider short: {elapsed:?}");
-    assert_eq!(outcome.degradation_categories, vec![DegradationCategory::SemanticTimeout]);
-    assert_eq!(outcome.used_revisions(), vec![s.tabs.1], "authorized lexical results still come back");
-    assert!(outcome.selections[0].components.lexical.is_some() && outcome.selections[0].components.semantic.is_none());
-    let recorded: Option<String> =
-        sqlx::query_scalar("SELECT degradation_category FROM memory_retrieval_events WHERE id = $1")
-            .bind(outcome.event_id)
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
-    assert_eq!(recorded.as_deref(), Some("semantic_timeout"));
-}
-
-#[tokio::test]
-async fn an_oversized_eligible_set_yields_its_category_and_lexical_results() {
-    let db = test_db().await;
-    let s = scene(&db).await;
-    let embedder = HashEmbedder::new("hash-64", 64);
-    worker(&db, embedder.clone()).drain().await.unwrap();
-    let ctx = channel_context(&db, &s).await;
-
-    // Three memories are eligible in the channel: a cap of 3 passes, a cap of 2 does not.
-    let at_cap = PgVectorIndex::new(embedder.clone()).with_eligible_cap(3);
-    assert!(semantic_hits(&db, &at_cap, &ctx, "tabs", 10).await.is_ok());
-    let over_cap = PgVectorIndex::new(embedder.clone()).with_eligible_cap(2);
-    assert_eq!(semantic_hits(&db, &over_cap, &ctx, "tabs", 10).await, Err(SemanticFailure::Oversized));
-    // Four live memories exist but only three are eligible in the channel (so the cap of 3 above
-    // counted eligibility, not live rows); in the DM with Ana all four are, which is over 3.
-    let dm_ctx = EligibilityContext::resolve(&db.store, s.world.agent, s.dm).await.unwrap();
-    assert_eq!(semantic_hits(&db, &at_cap, &dm_ctx, "tabs", 10).await, Err(SemanticFailure::Oversized));
-
-    let retriever =
-        Retriever::new(db.store.clone(), RetrievalConfig::default()).with_semantic_index(Arc::new(over_cap));
-    let outcome = retriever.search(&recall(&s, "tabs")).await.unwrap();
-    assert_eq!(outcome.degradation_categories, vec![DegradationCategory::SemanticOversized]);
-    assert_eq!(outcome.used_revisions(), vec![s.tabs.1]);
-    assert_eq!(mesh_memory::semantic::MAX_ELIGIBLE_REVISIONS, 10_000);
-}
-
 /// A provider that ignores the limit: three times as many hits as asked, each twice.
 struct GreedyIndex {
     revisions: Vec<RevisionId>,
@@ -589,105 +334,6 @@ async fn a_provider_returning_more_than_asked_is_capped_before_hydration() {
     let capped = mesh_memory::semantic::cap_distinct_hits(hits, 2);
     assert_eq!(capped.len(), 2);
     assert_ne!(capped[0].revision_id, capped[1].revision_id);
-}
-
-#[tokio::test]
-async fn no_active_generation_or_a_mismatched_model_is_semantic_unavailable() {
-    let db = test_db().await;
-    let s = scene(&db).await;
-    let embedder = HashEmbedder::new("hash-64", 64);
-    let ctx = channel_context(&db, &s).await;
-    let index = PgVectorIndex::new(embedder.clone());
-    assert_eq!(semantic_hits(&db, &index, &ctx, "tabs", 10).await, Err(SemanticFailure::Unavailable));
-    worker(&db, embedder.clone()).drain().await.unwrap();
-    assert!(semantic_hits(&db, &index, &ctx, "tabs", 10).await.is_ok());
-    let other = PgVectorIndex::new(HashEmbedder::new("hash-32", 32));
-    assert_eq!(semantic_hits(&db, &other, &ctx, "tabs", 10).await, Err(SemanticFailure::Unavailable));
-    let (state, _) = availability(&db.pool, other_info()).await.unwrap();
-    assert!(matches!(state, IndexAvailability::ModelMismatch { .. }), "{state:?}");
-    let err = worker(&db, HashEmbedder::new("hash-32", 32)).run_once().await.unwrap_err();
-    assert!(matches!(err, SemanticError::EmbedderMismatch { .. }), "{err}");
-    assert!(err.to_string().contains("mesh-memory index rebuild"));
-}
-
-fn other_info() -> &'static EmbedderInfo {
-    static INFO: std::sync::OnceLock<EmbedderInfo> = std::sync::OnceLock::new();
-    INFO.get_or_init(|| EmbedderInfo { provider: "test".into(), model: "hash-32".into(), dimension: 32 })
-}
-
-// ------------------------------------------------------------------------------------------------
-// Rebuild
-// ------------------------------------------------------------------------------------------------
-
-#[tokio::test]
-async fn a_rebuild_degrades_to_index_rebuilding_then_switches_atomically() {
-    let db = test_db().await;
-    let s = scene(&db).await;
-    let old = HashEmbedder::new("hash-64", 64);
-    worker(&db, old.clone()).drain().await.unwrap();
-    let old_generation = list_generations(&db.pool).await.unwrap()[0].clone();
-    let new = HashEmbedder::new("hash-32", 32);
-
-    // A rebuild begins: while the new generation is building, semantic search degrades.
-    let building = mesh_memory::semantic::generations::begin_rebuild(&db.pool, new.info()).await.unwrap();
-    let retriever = Retriever::new(db.store.clone(), RetrievalConfig::default())
-        .with_semantic_index(Arc::new(PgVectorIndex::new(old.clone())));
-    let during = retriever.search(&recall(&s, "tabs")).await.unwrap();
-    assert_eq!(during.degradation_categories, vec![DegradationCategory::IndexRebuilding]);
-    assert_eq!(during.used_revisions(), vec![s.tabs.1], "lexical results still come back");
-    let progress = mesh_memory::semantic::rebuild_progress(&db.pool).await.unwrap().unwrap();
-    assert_eq!(progress, RebuildProgress { generation: building.id, embedded: 0, total: 4 });
-
-    // Writes during the rebuild reach the building generation too (the worker writes both).
-    let mut world = s.world;
-    let victor = world.person("Victor2", "U7").await;
-    world.remember(s.channel, &victor, None, "The build server is called hal").await;
-    // The old-model worker only fills the old generation; the new-model worker fills the new one.
-    worker(&db, old.clone()).drain().await.unwrap();
-
-    let mut seen: Vec<RebuildProgress> = Vec::new();
-    let active = rebuild(&db.pool, new.clone(), |p| seen.push(p)).await.unwrap();
-    assert_eq!(active.id, building.id, "the rebuild resumed the building generation");
-    assert_eq!(seen.last().unwrap().embedded, 5);
-    assert!(seen.last().unwrap().is_complete());
-    assert!(seen.windows(2).all(|w| w[0].embedded <= w[1].embedded), "progress is monotonic: {seen:?}");
-
-    let generations = list_generations(&db.pool).await.unwrap();
-    let state_of = |id: i64| generations.iter().find(|g| g.id == id).unwrap().state;
-    assert_eq!(state_of(building.id), GenerationState::Active);
-    assert_eq!(state_of(old_generation.id), GenerationState::Retired);
-    common::assert_projection_matches_canonical(&db.pool).await;
-    let old_rows: i64 = sqlx::query_scalar("SELECT count(*) FROM revision_embeddings WHERE generation_id = $1")
-        .bind(old_generation.id)
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
-    assert_eq!(old_rows, 5, "historical embeddings stay");
-
-    // After the switch: the new model serves, the old one no longer matches.
-    let ctx = EligibilityContext::resolve(&db.store, world.agent, s.channel).await.unwrap();
-    let new_index = PgVectorIndex::new(new.clone());
-    let hits = semantic_hits(&db, &new_index, &ctx, "prefers tabs over spaces", 10).await.unwrap();
-    assert_eq!(hits.first().map(|h| h.revision_id), Some(s.tabs.1));
-    let old_index = PgVectorIndex::new(old.clone());
-    assert_eq!(semantic_hits(&db, &old_index, &ctx, "tabs", 10).await, Err(SemanticFailure::Unavailable));
-    assert_eq!(abandon_rebuild(&db.pool).await.unwrap(), None, "nothing is building any more");
-}
-
-#[tokio::test]
-async fn an_abandoned_rebuild_restores_the_active_generation() {
-    let db = test_db().await;
-    let s = scene(&db).await;
-    let old = HashEmbedder::new("hash-64", 64);
-    worker(&db, old.clone()).drain().await.unwrap();
-    let building = mesh_memory::semantic::generations::begin_rebuild(&db.pool, other_info()).await.unwrap();
-    let ctx = channel_context(&db, &s).await;
-    let index = PgVectorIndex::new(old.clone());
-    assert_eq!(semantic_hits(&db, &index, &ctx, "tabs", 10).await, Err(SemanticFailure::Rebuilding));
-    let err = rebuild(&db.pool, old.clone(), |_| {}).await.unwrap_err();
-    assert!(matches!(err, SemanticError::RebuildInProgress { .. }), "{err}");
-    assert_eq!(abandon_rebuild(&db.pool).await.unwrap(), Some(building.id));
-    assert!(semantic_hits(&db, &index, &ctx, "tabs", 10).await.is_ok());
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -805,13 +451,12 @@ async fn openai_client_errors_are_typed_and_carry_no_provider_body() {
     let (url, _) = serve(vec![(200, "not json".into(), Duration::ZERO)]).await;
     assert!(matches!(client(&url, 2).embed(&["a".into()]).await, Err(EmbedError::Malformed(_))));
 
-    // Far slower than the 500 ms timeout: three attempts end long before one answer would come.
-    let slow = vec![(200, OK_BODY.into(), Duration::from_secs(120)); 3];
+    let slow = vec![(200, OK_BODY.into(), Duration::from_secs(2)); 3];
     let (url, seen) = serve(slow).await;
     let started = Instant::now();
     let err = client(&url, 2).embed(&["a".into(), "b".into()]).await.unwrap_err();
     assert_eq!(err, EmbedError::Timeout);
-    assert!(started.elapsed() < Duration::from_secs(30), "timeouts are bounded: {:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(3), "timeouts are bounded: {:?}", started.elapsed());
     assert_eq!(seen.lock().unwrap().len(), 3);
 
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -268,9 +268,64 @@ pub struct BenchOptions {
     /// Measure the newest kept database of each size instead of loading a new one (its load
     /// time is then reported as 0; earlier runs' throughput writes are part of it).
     pub reuse_databases: bool,
-    /// Measure hybrid (pgvector) recall only up to this many revisions: embedding and copying a
-    /// million vectors adds minutes to the run.
+    /// Measure hybrid recall only up to this many revisions: embedding and copying a million
+    /// vectors adds minutes to the run.
     pub hybrid_max_revisions: usize,
+    /// The vector indexes hybrid recall and the outbox drain are measured with, side by side
+    /// (each size: hybrid latency, then the drain rate of a fresh backlog of remembers).
+    pub vector_indexes: Vec<BenchIndex>,
+}
+
+/// A vector index the bench measures.
+#[derive(Clone, Debug)]
+pub enum BenchIndex {
+    /// pgvector in the bench's own database.
+    PgVector,
+    /// A Qdrant server or cluster (`label` names it in the report: `qdrant`, `qdrant-cluster`).
+    #[cfg(feature = "qdrant")]
+    Qdrant {
+        /// The name in the report.
+        label: String,
+        /// Where it is and how its collections are laid out.
+        config: crate::semantic::qdrant::QdrantConfig,
+    },
+}
+
+impl BenchIndex {
+    /// The name in the report.
+    pub fn label(&self) -> &str {
+        match self {
+            BenchIndex::PgVector => "pgvector",
+            #[cfg(feature = "qdrant")]
+            BenchIndex::Qdrant { label, .. } => label,
+        }
+    }
+}
+
+/// Hybrid recall and the outbox drain with one vector index, at one size.
+#[derive(Clone, Debug, Serialize)]
+pub struct IndexReport {
+    /// Which index ([`BenchIndex::label`]).
+    pub index: String,
+    /// Seconds to put the store's vectors into it (pgvector: embed and COPY; Qdrant: upsert the
+    /// same vectors).
+    pub load_seconds: f64,
+    /// Hybrid recall latency.
+    pub hybrid: Latency,
+    /// Outbox rows a worker drained into it per second (a fresh backlog of remembers: embed with
+    /// the hashing embedder, write the index, mark done).
+    pub drain: DrainRate,
+}
+
+/// How fast the outbox worker drained a backlog.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DrainRate {
+    /// Rows drained.
+    pub rows: usize,
+    /// Seconds it took.
+    pub seconds: f64,
+    /// Rows per second.
+    pub per_second: f64,
 }
 
 impl BenchOptions {
@@ -304,6 +359,8 @@ pub struct SizeReport {
     pub hybrid: Option<Latency>,
     /// Seconds to embed (feature hashing) and COPY the vectors.
     pub vector_index_seconds: Option<f64>,
+    /// Hybrid recall and drain rate per measured vector index, in the order asked.
+    pub indexes: Vec<IndexReport>,
     /// Group-committed remembers (the store's default) at `writers` and then at each of
     /// `remember_writers`, with the latency each caller saw; never empty.
     pub remembers_by_writers: Vec<WriteRate>,
@@ -472,22 +529,22 @@ async fn measure_size(
     // Warm the caches the way a running service would be warm.
     measure_recall(&retriever, &workspace, options.queries.min(20), 7).await?;
     let (lexical, returned) = measure_recall(&retriever, &workspace, options.queries, 42).await?;
-    let (hybrid, vector_index_seconds) = if size <= options.hybrid_max_revisions {
-        progress(&format!("{size}: embedding and indexing vectors"));
+    let mut indexes = Vec::new();
+    let mut vector_index_seconds = None;
+    if size <= options.hybrid_max_revisions && !options.vector_indexes.is_empty() {
+        progress(&format!("{size}: embedding vectors into PostgreSQL"));
         let timer = Instant::now();
         if fresh || !has_active_generation(pool).await? {
             load_vectors(pool).await?;
         }
-        let seconds = timer.elapsed().as_secs_f64();
-        progress(&format!("{size}: hybrid recall x{}", options.queries));
-        let embedder: Arc<dyn crate::semantic::Embedder> = Arc::new(hashing::HashingEmbedder::default());
-        let hybrid = configured(Some(Arc::new(crate::semantic::PgVectorIndex::new(embedder))))?;
-        measure_recall(&hybrid, &workspace, options.queries.min(20), 7).await?;
-        let (latency, _) = measure_recall(&hybrid, &workspace, options.queries, 42).await?;
-        (Some(latency), Some(seconds))
-    } else {
-        (None, None)
-    };
+        vector_index_seconds = Some(timer.elapsed().as_secs_f64());
+        for index in &options.vector_indexes {
+            let label = index.label();
+            progress(&format!("{size}: {label}: loading, hybrid recall x{}, outbox drain", options.queries));
+            indexes.push(measure_index(pool, &store, &workspace, index, options, vector_index_seconds).await?);
+        }
+    }
+    let hybrid = indexes.iter().find(|r| r.index == "pgvector").map(|r| r.hybrid.clone());
     progress(&format!("{size}: remember throughput, one transaction per remember (baseline)"));
     let one_per_transaction =
         Store::with_group_commit(pool.clone(), GroupCommit { max_batch: 1, max_in_flight: options.writers });
@@ -509,10 +566,91 @@ async fn measure_size(
         lexical,
         hybrid,
         vector_index_seconds,
+        indexes,
         remembers_by_writers,
         remembers_one_per_transaction,
         amends,
     })
+}
+
+/// One vector index at one size: its vectors loaded (pgvector: already, by [`load_vectors`]),
+/// hybrid recall measured, then a fresh backlog of remembers (two seconds of `writers`
+/// group-committed writers) drained into it by an outbox worker with the hashing embedder.
+async fn measure_index(
+    pool: &sqlx::PgPool,
+    store: &Store,
+    workspace: &SyntheticWorkspace,
+    index: &BenchIndex,
+    options: &BenchOptions,
+    pgvector_seconds: Option<f64>,
+) -> Result<IndexReport, BenchError> {
+    let embedder: Arc<dyn crate::semantic::Embedder> = Arc::new(hashing::HashingEmbedder::default());
+    type Mirror = Option<Arc<dyn crate::semantic::VectorMirror>>;
+    let (search, mirror, load_seconds): (Arc<dyn crate::retrieval::SemanticIndex>, Mirror, f64) = match index {
+        BenchIndex::PgVector => {
+            (Arc::new(crate::semantic::PgVectorIndex::new(embedder.clone())), None, pgvector_seconds.unwrap_or(0.0))
+        }
+        #[cfg(feature = "qdrant")]
+        BenchIndex::Qdrant { config, .. } => {
+            let timer = Instant::now();
+            let qdrant = Arc::new(
+                crate::semantic::qdrant::QdrantIndex::new(config.clone(), embedder.clone())
+                    .map_err(|e| BenchError::Setup(e.to_string()))?,
+            );
+            upload_vectors(pool, qdrant.as_ref()).await?;
+            (qdrant.clone(), Some(qdrant), timer.elapsed().as_secs_f64())
+        }
+    };
+    let setup = crate::service::RetrieverSetup::explicit(crate::retrieval::RetrievalConfig::default(), Some(search));
+    let retriever = crate::service::configured_retriever(store, setup)
+        .map_err(|e| BenchError::InvalidOptions(e.to_string()))?
+        .retriever;
+    measure_recall(&retriever, workspace, options.queries.min(20), 7).await?;
+    let (hybrid, _) = measure_recall(&retriever, workspace, options.queries, 42).await?;
+
+    measure_remember_throughput(store, workspace, options.writers, Duration::from_secs(2)).await?;
+    let mut worker =
+        crate::semantic::IndexWorker::new(pool.clone(), embedder, crate::semantic::WorkerConfig::default());
+    if let Some(mirror) = mirror {
+        worker = worker.with_mirror(mirror);
+    }
+    let timer = Instant::now();
+    let drained = worker.drain().await.map_err(|e| BenchError::Setup(e.to_string()))?;
+    let seconds = timer.elapsed().as_secs_f64();
+    let drain = DrainRate { rows: drained.claimed, seconds, per_second: drained.claimed as f64 / seconds.max(1e-9) };
+    Ok(IndexReport { index: index.label().to_owned(), load_seconds, hybrid, drain })
+}
+
+/// Upserts the active generation's vectors of every current revision (the hashing embedder's,
+/// as [`load_vectors`] computed them) into a Qdrant collection, 1,000 points per request.
+#[cfg(feature = "qdrant")]
+async fn upload_vectors(pool: &sqlx::PgPool, qdrant: &crate::semantic::qdrant::QdrantIndex) -> Result<(), BenchError> {
+    use crate::semantic::VectorMirror;
+    let generation = crate::semantic::generations::generation_in_state(pool, crate::semantic::GenerationState::Active)
+        .await
+        .map_err(|e| BenchError::Setup(e.to_string()))?
+        .ok_or_else(|| BenchError::Setup("no active generation to upload".into()))?;
+    let rows: Vec<(crate::ids::AgentId, crate::ids::EntryId, crate::ids::RevisionId, String, Option<String>)> =
+        sqlx::query_as(concat!(
+            "SELECT e.runtime_agent_id, e.id, r.id, r.body, ",
+            crate::subject_name_sql!(),
+            " FROM memory_entries e JOIN memory_entry_revisions r ON r.id = e.current_revision_id
+              WHERE e.state = 'live'"
+        ))
+        .fetch_all(pool)
+        .await?;
+    for chunk in rows.chunks(1_000) {
+        let upserts: Vec<(crate::semantic::PointRef, Vec<f32>)> = chunk
+            .iter()
+            .map(|(agent, entry, revision, body, subject)| {
+                let document = crate::semantic::document_text(subject.as_deref(), body);
+                ((*agent, *entry, *revision), hashing::hash_vector(&document))
+            })
+            .collect();
+        let batch = crate::semantic::MirrorBatch { prunes: &[], upserts: &upserts };
+        qdrant.apply(&generation, batch).await.map_err(|e| BenchError::Setup(e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// Whether a kept store already has an active embedding generation (its vectors were loaded).
@@ -603,6 +741,27 @@ pub fn render_table(report: &BenchReport) -> String {
             r.remembers_one_per_transaction.per_second,
             r.amends.per_second
         ));
+    }
+    if reports.iter().any(|r| !r.indexes.is_empty()) {
+        out.push_str(&format!(
+            "\n{:>9} {:>15} {:>8} {:>9} {:>9} {:>9} {:>11} {:>8}\n",
+            "revisions", "vector index", "load s", "hyb p50", "hyb p95", "hyb p99", "drain rows", "rows/s"
+        ));
+        for r in reports {
+            for i in &r.indexes {
+                out.push_str(&format!(
+                    "{:>9} {:>15} {:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>11} {:>8.0}\n",
+                    r.revisions,
+                    i.index,
+                    i.load_seconds,
+                    i.hybrid.p50_ms,
+                    i.hybrid.p95_ms,
+                    i.hybrid.p99_ms,
+                    i.drain.rows,
+                    i.drain.per_second
+                ));
+            }
+        }
     }
     out.push_str(&format!(
         "\n{:>9} {:>8} {:>10} {:>12} {:>12} {:>12}\n",

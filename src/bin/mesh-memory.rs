@@ -79,6 +79,13 @@ enum Command {
         #[command(subcommand)]
         action: IndexAction,
     },
+    /// A throwaway Qdrant on loopback for tests and benchmarks (feature `qdrant`): the server
+    /// from `../shared/tools/qdrant/` (or MESH_QDRANT_BIN), state in MESH_QDRANT_DIR.
+    #[cfg(feature = "qdrant")]
+    Qdrant {
+        #[command(subcommand)]
+        action: QdrantAction,
+    },
     /// Explain an entry's eligibility in a conversation (`explain ENTRY --conversation C`), or an
     /// audited search (`explain EVENT --event`).
     Explain {
@@ -125,9 +132,15 @@ enum Command {
         /// of loading a new one; it is kept again afterwards.
         #[arg(long)]
         reuse: bool,
-        /// Measure hybrid (pgvector) recall only up to this many revisions.
+        /// Measure hybrid recall only up to this many revisions.
         #[arg(long, default_value_t = 1_000_000)]
         hybrid_max: usize,
+        /// Vector indexes to measure hybrid recall and the outbox drain with, side by side, comma
+        /// separated: `pgvector`, `qdrant` (QDRANT_URL, else a throwaway server),
+        /// `qdrant-cluster` (a throwaway three-node cluster, 3 shards, replication factor 2); the
+        /// Qdrant ones need a build with `--features qdrant`.
+        #[arg(long, value_delimiter = ',', default_value = "pgvector")]
+        vector_index: Vec<String>,
         /// Also write the report as JSON to this file.
         #[arg(long)]
         json_out: Option<std::path::PathBuf>,
@@ -277,6 +290,22 @@ enum IndexAction {
     Status,
 }
 
+#[cfg(feature = "qdrant")]
+#[derive(Subcommand, Debug)]
+enum QdrantAction {
+    /// Start a server (or `--nodes N` in distributed mode) on free loopback ports with its own
+    /// storage, wait until it is ready and leave it running; prints its gRPC URL.
+    Start {
+        /// Nodes: 1 is a plain server, more form a cluster.
+        #[arg(long, default_value_t = 1)]
+        nodes: usize,
+    },
+    /// Print the gRPC URL of the running throwaway Qdrant (what QDRANT_URL takes).
+    Url,
+    /// Stop it and remove its storage.
+    Stop,
+}
+
 #[derive(Subcommand, Debug)]
 enum DbAction {
     /// Initialize (first time) and start the cluster, leaving it running.
@@ -394,8 +423,10 @@ async fn run(cli: Cli) -> Result<()> {
             keep,
             reuse,
             hybrid_max,
+            vector_index,
             json_out,
         } => {
+            let (vector_indexes, _servers) = bench_indexes(&vector_index).await?;
             let options = mesh_memory::bench::BenchOptions {
                 sizes,
                 queries,
@@ -405,6 +436,7 @@ async fn run(cli: Cli) -> Result<()> {
                 keep_databases: keep,
                 reuse_databases: reuse,
                 hybrid_max_revisions: hybrid_max,
+                vector_indexes,
             };
             bench(cli.database_url.as_deref(), &options, json_out.as_deref()).await
         }
@@ -422,6 +454,8 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Index { action } => {
             with_store(cli.database_url.as_deref(), |store| async move { index(&store, action, cli.json).await }).await
         }
+        #[cfg(feature = "qdrant")]
+        Command::Qdrant { action } => qdrant(action).await,
         Command::Explain { id, conversation, agent, event } => {
             with_store(cli.database_url.as_deref(), |store| async move {
                 explain(&store, &id, conversation.as_deref(), agent.as_deref(), event, cli.json).await
@@ -698,6 +732,7 @@ async fn eval_locomo(url: Option<&str>, path: &std::path::Path, run: EvalRun<'_>
                 None
             }
         },
+        vector_index: eval_vector_index(&scratch.name)?,
         max_samples,
         extra_hybrid,
     };
@@ -737,6 +772,81 @@ async fn eval_locomo(url: Option<&str>, path: &std::path::Path, run: EvalRun<'_>
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// The evaluation's vector index from the environment (`MESH_VECTOR_INDEX`, `QDRANT_URL`): Qdrant
+/// collections get the scratch database's name as their prefix, so runs never share points.
+#[cfg_attr(not(feature = "qdrant"), allow(unused_variables))]
+fn eval_vector_index(scratch: &str) -> Result<mesh_memory::semantic::VectorIndexChoice> {
+    use mesh_memory::semantic::VectorIndexChoice;
+    Ok(match VectorIndexChoice::from_env()? {
+        #[cfg(feature = "qdrant")]
+        VectorIndexChoice::Qdrant(config) => {
+            eprintln!("vector index: Qdrant at {}", config.url);
+            VectorIndexChoice::Qdrant(mesh_memory::semantic::qdrant::QdrantConfig {
+                collection_prefix: scratch.to_owned(),
+                ..config
+            })
+        }
+        other => other,
+    })
+}
+
+/// The bench's vector indexes by name, and the throwaway Qdrant servers they need (kept running
+/// until the returned guards drop, after the run).
+#[cfg(feature = "qdrant")]
+async fn bench_indexes(
+    names: &[String],
+) -> Result<(Vec<mesh_memory::bench::BenchIndex>, Vec<mesh_memory::semantic::qdrant_server::QdrantCluster>)> {
+    use mesh_memory::bench::BenchIndex;
+    use mesh_memory::semantic::qdrant::QdrantConfig;
+    use mesh_memory::semantic::qdrant_server::QdrantCluster;
+    let (mut indexes, mut servers) = (Vec::new(), Vec::new());
+    for name in names {
+        let prefix = format!("mesh_bench_{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let config = match name.as_str() {
+            "pgvector" => {
+                indexes.push(BenchIndex::PgVector);
+                continue;
+            }
+            "qdrant" => match std::env::var("QDRANT_URL").ok().filter(|u| !u.is_empty()) {
+                Some(_) => QdrantConfig { collection_prefix: prefix, ..QdrantConfig::from_env()? },
+                None => {
+                    let server = QdrantCluster::start(1, None).await?;
+                    let config = QdrantConfig { collection_prefix: prefix, ..QdrantConfig::new(server.url()) };
+                    servers.push(server);
+                    config
+                }
+            },
+            "qdrant-cluster" => {
+                let cluster = QdrantCluster::start(3, None).await?;
+                let config = QdrantConfig {
+                    collection_prefix: prefix,
+                    shards: Some(3),
+                    replication_factor: Some(2),
+                    ..QdrantConfig::new(cluster.url())
+                };
+                servers.push(cluster);
+                config
+            }
+            other => anyhow::bail!("unknown vector index {other:?}; use pgvector, qdrant or qdrant-cluster"),
+        };
+        indexes.push(BenchIndex::Qdrant { label: name.clone(), config });
+    }
+    Ok((indexes, servers))
+}
+
+/// The bench's vector indexes by name (this build has pgvector only).
+#[cfg(not(feature = "qdrant"))]
+async fn bench_indexes(names: &[String]) -> Result<(Vec<mesh_memory::bench::BenchIndex>, Vec<()>)> {
+    names
+        .iter()
+        .map(|name| match name.as_str() {
+            "pgvector" => Ok(mesh_memory::bench::BenchIndex::PgVector),
+            other => anyhow::bail!("vector index {other:?} needs a build with --features qdrant"),
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(|indexes| (indexes, Vec::new()))
 }
 
 async fn bench(
@@ -857,7 +967,8 @@ async fn index(store: &Store, action: IndexAction, json: bool) -> Result<()> {
         }
         IndexAction::Rebuild { abandon: false } => {
             let embedder = semantic::embedder_from_env()?;
-            let generation = semantic::rebuild(&pool, embedder, draw_progress).await?;
+            let backend = semantic::vector_backend(semantic::VectorIndexChoice::from_env()?, embedder.clone())?;
+            let generation = semantic::rebuild_mirrored(&pool, embedder, backend.mirror, draw_progress).await?;
             eprintln!();
             println!(
                 "generation {} ({}/{}, {} dimensions) is active",
@@ -866,7 +977,12 @@ async fn index(store: &Store, action: IndexAction, json: bool) -> Result<()> {
             Ok(())
         }
         IndexAction::Run { watch } => {
-            let worker = IndexWorker::new(pool, semantic::embedder_from_env()?, WorkerConfig::default());
+            let embedder = semantic::embedder_from_env()?;
+            let backend = semantic::vector_backend(semantic::VectorIndexChoice::from_env()?, embedder.clone())?;
+            let mut worker = IndexWorker::new(pool, embedder, WorkerConfig::default());
+            if let Some(mirror) = backend.mirror {
+                worker = worker.with_mirror(mirror);
+            }
             if watch {
                 eprintln!("indexing until Ctrl-C");
                 worker.run_until(async { tokio::signal::ctrl_c().await.unwrap_or(()) }).await;
@@ -880,6 +996,41 @@ async fn index(store: &Store, action: IndexAction, json: bool) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `mesh-memory qdrant start|url|stop`: the state file lives in MESH_QDRANT_DIR (default: a
+/// directory in the system's temporary directory), the nodes' storage beside it.
+#[cfg(feature = "qdrant")]
+async fn qdrant(action: QdrantAction) -> Result<()> {
+    use mesh_memory::semantic::qdrant_server::{ClusterState, QdrantCluster};
+    let dir = std::env::var_os("MESH_QDRANT_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("mesh-memory-qdrant"));
+    match action {
+        QdrantAction::Start { nodes } => {
+            if let Ok(running) = ClusterState::load(&dir) {
+                anyhow::bail!(
+                    "a throwaway Qdrant is already recorded in {} ({}); run `mesh-memory qdrant stop` first",
+                    dir.display(),
+                    running.nodes[0].grpc_url
+                );
+            }
+            std::fs::create_dir_all(&dir)?;
+            let cluster = QdrantCluster::start_detachable(nodes, Some(&dir)).await?;
+            let state = cluster.detach();
+            state.save(&dir)?;
+            println!("{}", state.nodes[0].grpc_url);
+        }
+        QdrantAction::Url => println!("{}", ClusterState::load(&dir)?.nodes[0].grpc_url),
+        QdrantAction::Stop => match ClusterState::load(&dir) {
+            Ok(state) => {
+                state.stop(&dir)?;
+                println!("throwaway Qdrant stopped");
+            }
+            Err(_) => println!("no throwaway Qdrant was running"),
+        },
+    }
+    Ok(())
 }
 
 /// A one-line progress bar on stderr, redrawn in place.

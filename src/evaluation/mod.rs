@@ -120,8 +120,12 @@ pub struct EvalOptions {
     /// Retrieval weights (shared by every variant).
     pub config: RetrievalConfig,
     /// The embedder for the semantic and hybrid variants: after loading, the outbox is drained
-    /// with it into pgvector, and queries search that index. `None` marks them unavailable.
+    /// with it into the vector index, and queries search that index. `None` marks them
+    /// unavailable.
     pub embedder: Option<Arc<dyn crate::semantic::Embedder>>,
+    /// Which vector index the semantic and hybrid variants use (pgvector, or Qdrant with a
+    /// collection prefix of this run's own).
+    pub vector_index: crate::semantic::VectorIndexChoice,
     /// Evaluate at most this many samples.
     pub max_samples: Option<usize>,
     /// More hybrid variants to evaluate beside the production one, each with its own weights,
@@ -284,14 +288,18 @@ pub async fn run_locomo_recorded(
     let semantic_index: Option<Arc<dyn SemanticIndex>> = match &options.embedder {
         Some(embedder) => {
             let timer = Instant::now();
-            let worker = crate::semantic::IndexWorker::new(
+            let backend = crate::semantic::vector_backend(options.vector_index.clone(), embedder.clone())?;
+            let mut worker = crate::semantic::IndexWorker::new(
                 store.pool().clone(),
                 embedder.clone(),
                 crate::semantic::WorkerConfig::default(),
             );
+            if let Some(mirror) = backend.mirror {
+                worker = worker.with_mirror(mirror);
+            }
             worker.drain().await?;
             report.index_seconds = Some(timer.elapsed().as_secs_f64());
-            Some(Arc::new(crate::semantic::PgVectorIndex::new(embedder.clone())))
+            Some(backend.index)
         }
         None => None,
     };

@@ -18,9 +18,9 @@ use super::document::document_text;
 use super::embedder::Embedder;
 use super::embeddings::{missing_in, store_embeddings};
 use super::generations::{pgvector_available, worker_targets, Generation};
-use super::vector_index::VectorMirror;
+use super::mirror::{drop_retired_generations, lock_entries, mirror_batch, VectorMirror};
 use super::SemanticError;
-use crate::ids::{AgentId, EntryId, RevisionId};
+use crate::ids::{EntryId, RevisionId};
 use crate::subject_name_sql;
 
 /// Tuning of the worker.
@@ -81,7 +81,6 @@ struct ClaimedRow {
     work: String,
     revision_id: RevisionId,
     entry_id: EntryId,
-    runtime_agent_id: AgentId,
     attempts: i32,
     body: String,
     subject_name: Option<String>,
@@ -108,7 +107,9 @@ impl IndexWorker {
         Self { pool, embedder, mirror: None, config }
     }
 
-    /// Also writes vectors into an external index (Qdrant) and retires entries there.
+    /// Also keeps an external index (Qdrant) in line: each batch makes the collections of its
+    /// target generations hold exactly the current revisions of the live entries it touches
+    /// ([`super::mirror`]).
     pub fn with_mirror(mut self, mirror: Arc<dyn VectorMirror>) -> Self {
         self.mirror = Some(mirror);
         self
@@ -144,6 +145,9 @@ impl IndexWorker {
 
     /// Processes batches until nothing is due (rows waiting for their backoff stay queued).
     pub async fn drain(&self) -> Result<BatchReport, SemanticError> {
+        if let Some(mirror) = &self.mirror {
+            drop_retired_generations(&self.pool, mirror.as_ref()).await?;
+        }
         let mut total = BatchReport::default();
         loop {
             let batch = self.run_once().await?;
@@ -181,6 +185,11 @@ impl IndexWorker {
         tokio::spawn(async move { self.run_until(shutdown).await })
     }
 
+    /// Embeds the claimed revisions missing from each target generation (once, whatever the
+    /// number of generations: they all serve this embedder's model), brings the external index in
+    /// line with the canonical state of every entry the batch touches ([`super::mirror`]), then
+    /// writes the embedding rows: the mirror first, so a failed mirror write leaves no row behind
+    /// that would mark its revision as indexed.
     async fn process(
         &self,
         conn: &mut PgConnection,
@@ -189,44 +198,62 @@ impl IndexWorker {
         with_pgvector: bool,
     ) -> Result<(u64, usize), ProcessError> {
         let index_rows: Vec<&ClaimedRow> = claimed.iter().filter(|r| r.work == "index_revision").collect();
-        let mut embedded = 0;
+        let by_id: HashMap<RevisionId, &ClaimedRow> = index_rows.iter().map(|r| (r.revision_id, *r)).collect();
+        let wanted: Vec<RevisionId> = by_id.keys().copied().collect();
+        let mut missing = Vec::with_capacity(targets.len());
         for generation in targets {
-            embedded += self.index_into(conn, generation, &index_rows, with_pgvector).await?;
+            missing.push(missing_in(conn, generation.id, &wanted).await?);
         }
-        let retire_rows: Vec<&ClaimedRow> = claimed.iter().filter(|r| r.work == "retire_entry").collect();
+        let mut to_embed: Vec<RevisionId> = missing.iter().flatten().copied().collect();
+        to_embed.sort_unstable();
+        to_embed.dedup();
+        let mut vectors =
+            self.embed(&to_embed, |id| (by_id[id].subject_name.as_deref(), by_id[id].body.as_str())).await?;
         if let Some(mirror) = &self.mirror {
-            for row in &retire_rows {
-                mirror
-                    .retire_entry(row.runtime_agent_id, row.entry_id)
-                    .await
-                    .map_err(|e| ProcessError::Transient(e.category()))?;
+            let touched: Vec<EntryId> = claimed.iter().map(|r| r.entry_id).collect();
+            let states = lock_entries(conn, &touched).await?;
+            // A replayed row of a current revision already embedded in PostgreSQL: embed it again
+            // for the mirror, which may have missed it.
+            let current: Vec<RevisionId> = states
+                .iter()
+                .filter(|s| s.live && by_id.contains_key(&s.current_revision_id))
+                .map(|s| s.current_revision_id)
+                .filter(|id| !vectors.contains_key(id))
+                .collect();
+            let again = self.embed(&current, |id| (by_id[id].subject_name.as_deref(), by_id[id].body.as_str())).await?;
+            vectors.extend(again);
+            let batch = mirror_batch(&states, &vectors);
+            for generation in targets {
+                mirror.apply(generation, batch.as_ref()).await.map_err(|e| ProcessError::Transient(e.category()))?;
             }
         }
-        Ok((embedded, retire_rows.len()))
+        let mut embedded = 0;
+        for (generation, missing) in targets.iter().zip(&missing) {
+            let rows: Vec<Vec<f32>> = missing.iter().map(|id| vectors[id].clone()).collect();
+            embedded += store_embeddings(conn, generation, missing, &rows, with_pgvector).await?;
+        }
+        let retired = claimed.iter().filter(|r| r.work == "retire_entry").count();
+        Ok((embedded, retired))
     }
 
-    async fn index_into(
+    /// Embeds the documents of `revisions` (text from `document`), keyed by revision.
+    async fn embed<'r>(
         &self,
-        conn: &mut PgConnection,
-        generation: &Generation,
-        rows: &[&ClaimedRow],
-        with_pgvector: bool,
-    ) -> Result<u64, ProcessError> {
-        let wanted: Vec<RevisionId> = rows.iter().map(|r| r.revision_id).collect();
-        let missing = missing_in(conn, generation.id, &wanted).await?;
-        if missing.is_empty() {
-            return Ok(0);
+        revisions: &[RevisionId],
+        document: impl Fn(&RevisionId) -> (Option<&'r str>, &'r str),
+    ) -> Result<HashMap<RevisionId, Vec<f32>>, ProcessError> {
+        if revisions.is_empty() {
+            return Ok(HashMap::new());
         }
-        let by_id: HashMap<RevisionId, &ClaimedRow> = rows.iter().map(|r| (r.revision_id, *r)).collect();
-        let texts: Vec<String> =
-            missing.iter().map(|id| document_text(by_id[id].subject_name.as_deref(), &by_id[id].body)).collect();
+        let texts: Vec<String> = revisions
+            .iter()
+            .map(|id| {
+                let (subject, body) = document(id);
+                document_text(subject, body)
+            })
+            .collect();
         let vectors = self.embedder.embed(&texts).await.map_err(|e| ProcessError::Transient(e.category()))?;
-        if let Some(mirror) = &self.mirror {
-            let points: Vec<_> =
-                missing.iter().map(|id| (by_id[id].runtime_agent_id, by_id[id].entry_id, *id)).collect();
-            mirror.upsert(generation, &points, &vectors).await.map_err(|e| ProcessError::Transient(e.category()))?;
-        }
-        Ok(store_embeddings(conn, generation, &missing, &vectors, with_pgvector).await?)
+        Ok(revisions.iter().copied().zip(vectors).collect())
     }
 
     async fn reschedule(
@@ -236,9 +263,13 @@ impl IndexWorker {
         category: &str,
     ) -> Result<(usize, usize), SemanticError> {
         let (mut retried, mut gave_up) = (0, 0);
+        // A server that cannot be reached is an outage, not a bad row: those rows keep being
+        // retried at the longest backoff until it is back, so an outage longer than the retry
+        // budget loses nothing. Rows a provider refuses or fails are parked after `max_attempts`.
+        let outage = OUTAGE_CATEGORIES.contains(&category);
         for row in claimed {
             let attempts = row.attempts + 1;
-            let park = attempts >= self.config.max_attempts;
+            let park = attempts >= self.config.max_attempts && !outage;
             let delay = backoff(&self.config, attempts);
             sqlx::query(
                 "UPDATE index_outbox
@@ -264,6 +295,10 @@ impl IndexWorker {
     }
 }
 
+/// Failure categories that mean "not reachable now" ([`super::MirrorError::Unreachable`], an
+/// embedding provider that cannot be reached): never parked, retried until it is back.
+pub const OUTAGE_CATEGORIES: [&str; 2] = ["index_unreachable", "provider_unreachable"];
+
 /// Exponential backoff: `initial * 2^(attempts-1)`, capped at `max_backoff`.
 fn backoff(config: &WorkerConfig, attempts: i32) -> Duration {
     let exponent = u32::try_from(attempts.saturating_sub(1)).unwrap_or(0).min(20);
@@ -284,7 +319,7 @@ impl From<SemanticError> for ProcessError {
 
 async fn claim_due(conn: &mut PgConnection, limit: i64) -> Result<Vec<ClaimedRow>, SemanticError> {
     Ok(sqlx::query_as(concat!(
-        "SELECT o.id, o.work::text AS work, o.revision_id, r.entry_id, o.runtime_agent_id, o.attempts, r.body, ",
+        "SELECT o.id, o.work::text AS work, o.revision_id, r.entry_id, o.attempts, r.body, ",
         subject_name_sql!(),
         " AS subject_name
            FROM index_outbox o

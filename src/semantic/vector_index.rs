@@ -5,14 +5,13 @@
 //! cosine for those revisions alone), or the eligible rows (the policy's set form, SQL
 //! `memory_eligible_revisions`)
 //! in the same SQL statement as the cosine ordering; an ineligible revision is never a hit.
-//! External indexes (Qdrant) implement [`VectorMirror`] for the worker's writes and
-//! [`SemanticIndex`] for search, revalidating every hit against canonical rows. Either way,
+//! External indexes (Qdrant) implement [`super::VectorMirror`] for the worker's writes and
+//! [`SemanticIndex`] for search, restricted to the ids of the eligible set (or, for a provider
+//! that cannot restrict its search, every hit revalidated with [`revalidate`]). Either way,
 //! distinct hits are capped at the requested limit here, before retrieval hydrates them, whatever
 //! a provider returned.
 
 use std::collections::HashSet;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -23,7 +22,7 @@ use super::embedder::{EmbedError, Embedder};
 use super::embeddings::vector_literal;
 use super::generations::{pgvector_available, serving_generation, Generation, GenerationState};
 use super::SemanticError;
-use crate::ids::{AgentId, EntryId, RevisionId};
+use crate::ids::RevisionId;
 use crate::privacy::EligibilityContext;
 use crate::retrieval::{
     EligibleRevision, EligibleRows, SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest,
@@ -39,48 +38,6 @@ pub use crate::retrieval::MAX_ELIGIBLE_REVISIONS;
 /// score about 0.3 and above and unrelated sentences about 0.1 and below; it is configuration
 /// ([`PgVectorIndex::with_min_similarity`]), to be tuned per model on a measured corpus.
 pub const DEFAULT_MIN_SIMILARITY: f32 = 0.2;
-
-/// Why an external index write failed (category only, never a provider body).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum MirrorError {
-    /// The index server could not be reached.
-    #[error("vector index unreachable")]
-    Unreachable,
-    /// The index server refused or failed the request.
-    #[error("vector index request failed")]
-    Failed,
-}
-
-impl MirrorError {
-    /// The stable category recorded in `index_outbox.last_error_category`.
-    pub fn category(&self) -> &'static str {
-        match self {
-            Self::Unreachable => "index_unreachable",
-            Self::Failed => "index_failed",
-        }
-    }
-}
-
-/// Boxed future of [`VectorMirror`] calls.
-pub type MirrorFuture<'a> = Pin<Box<dyn Future<Output = Result<(), MirrorError>> + Send + 'a>>;
-
-/// One point to write: whose, which entry, which revision.
-pub type PointRef = (AgentId, EntryId, RevisionId);
-
-/// An external vector index the worker keeps in step with PostgreSQL (e.g. Qdrant).
-pub trait VectorMirror: Send + Sync {
-    /// Writes `vectors[i]` for `points[i]` into `generation`'s collection; the entry's other
-    /// revisions stop being current there. Idempotent.
-    fn upsert<'a>(
-        &'a self,
-        generation: &'a Generation,
-        points: &'a [PointRef],
-        vectors: &'a [Vec<f32>],
-    ) -> MirrorFuture<'a>;
-
-    /// Marks every point of a forgotten entry as not live. Idempotent.
-    fn retire_entry<'a>(&'a self, agent: AgentId, entry: EntryId) -> MirrorFuture<'a>;
-}
 
 /// Keeps the best hit per revision, best first, and at most `limit` of them: the cap applied
 /// before hydration even when a provider ignores the requested limit or repeats itself.
@@ -411,8 +368,9 @@ pub fn shortlist(eligible: &[EligibleRevision], query: &SignBits, size: usize) -
 }
 
 /// Keeps only the hits that are eligible now, by the same predicate as every candidate query,
-/// in the provider's order (one statement over all hits). External indexes (Qdrant) call this
-/// after their provider work, before [`cap_distinct_hits`].
+/// in the provider's order (one statement over all hits). For an external index that cannot
+/// restrict its search to the eligible set's ids (Qdrant can, and does), after its provider work
+/// and before [`cap_distinct_hits`].
 pub async fn revalidate(
     pool: &PgPool,
     ctx: &EligibilityContext,
