@@ -341,7 +341,7 @@ impl Store {
         }
         query.push(" ORDER BY e.id DESC LIMIT ").push_bind(size);
         let mut entries: Vec<EntrySummary> = query.build_query_as().fetch_all(&self.pool).await?;
-        let labels = self.actor_labels(entries.iter().filter_map(|e| e.subject)).await?;
+        let labels = self.actor_labels(entries.iter().filter_map(|e| e.subject).collect()).await?;
         for entry in &mut entries {
             entry.subject_label = entry.subject.and_then(|s| labels.get(&s).cloned());
         }
@@ -384,7 +384,7 @@ impl Store {
         }
         query.push(" GROUP BY r.id, ra.name ORDER BY r.id DESC LIMIT ").push_bind(size);
         let rows: Vec<ReviewRow> = query.build_query_as().fetch_all(&self.pool).await?;
-        let labels = self.actor_labels(rows.iter().filter_map(|r| r.subject_actor_id)).await?;
+        let labels = self.actor_labels(rows.iter().filter_map(|r| r.subject_actor_id).collect()).await?;
         let items: Vec<EvidenceReviewItem> = rows
             .into_iter()
             .map(|row| {
@@ -661,7 +661,8 @@ impl Store {
         &self,
         mut requests: Vec<SharingRequestView>,
     ) -> Result<Vec<SharingRequestView>, StoreError> {
-        let actors = requests.iter().flat_map(|r| r.proposed_audience.iter().chain(&r.missing_voices).copied());
+        let actors =
+            requests.iter().flat_map(|r| r.proposed_audience.iter().chain(&r.missing_voices).copied()).collect();
         let labels = self.actor_labels(actors).await?;
         let label = |actor: &ActorId| labels.get(actor).cloned().unwrap_or_else(|| actor.to_string());
         for request in &mut requests {
@@ -673,9 +674,11 @@ impl Store {
 
     /// The labels of `actors` (`Victor (id U123)`) by [`super::ActorSummary::label`], the one
     /// renderer prompts, tool results, the CLI and the console all show.
+    /// (A collected list, not an iterator: a borrowing iterator held across the await would make
+    /// the console's command futures not `Send`.)
     async fn actor_labels(
         &self,
-        actors: impl IntoIterator<Item = ActorId>,
+        actors: Vec<ActorId>,
     ) -> Result<std::collections::HashMap<ActorId, String>, StoreError> {
         let ids: Vec<ActorId> = actors.into_iter().collect::<std::collections::BTreeSet<_>>().into_iter().collect();
         if ids.is_empty() {

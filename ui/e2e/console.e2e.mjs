@@ -172,6 +172,13 @@ test("operator console, end to end in a real window", { timeout: 360000 }, async
     await find('[data-testid="event-detail"]');
     await waitFor("chart bars", async () => (await count('[data-testid="score-chart"] rect')) > 0);
     assert.match(await text('[data-testid="selection-learned-at"]'), /^\d{1,2} [A-Z][a-z]+ \d{4}$/);
+    // Each bar is labelled with its entry's short id (the last 12 hex digits), as every other view.
+    const labels = await script(
+      "return [...document.querySelectorAll('[data-testid=\"score-chart\"] text.chart-label')].map((l) => l.textContent);",
+    );
+    assert.ok(labels.length > 0, "the chart labels its bars");
+    for (const label of labels) assert.match(label, /^#\d+ rev \d+ · …[0-9a-f]{12}$/);
+    assert.equal(new Set(labels.map((l) => l.split("…")[1])).size, labels.length, "one entry per bar, told apart");
     screenshot("05-retrieval-event");
   });
 
