@@ -5,7 +5,7 @@ use mesh_memory::database::{self, OpenDatabase};
 use mesh_memory::operator::{OperatorError, OperatorSession};
 use mesh_memory::store::{self, Store};
 use sqlx::postgres::PgConnectOptions;
-use sqlx::PgPool;
+use sqlx::{ConnectOptions, Connection, PgPool};
 use tokio::sync::{Mutex, RwLock};
 
 use crate::dto;
@@ -153,14 +153,17 @@ impl Console {
     /// server still holds open keep working, as PostgreSQL's own sessions do.
     async fn end_refused_session(&self) {
         let Some(session) = self.session.read().await.clone() else { return };
-        let probe = tokio::time::timeout(
-            std::time::Duration::from_secs(5),
-            sqlx::query("SELECT 1").execute(session.store().pool()),
-        )
-        .await;
+        // A new connection, not the pool: pooled connections the server already ended would
+        // answer with broken pipes, while a new one is judged by the server as a sign-in is.
+        let options = (*session.store().pool().connect_options()).clone();
+        let probe = tokio::time::timeout(std::time::Duration::from_secs(5), options.connect()).await;
         let refused = match probe {
+            Ok(Ok(connection)) => {
+                let _ = connection.close().await;
+                false
+            }
             Ok(Err(err)) => database_error(&err).kind == ErrorKind::NotSignedIn,
-            _ => false,
+            Err(_) => false,
         };
         if refused {
             if let Some(old) = self.session.write().await.take() {

@@ -20,6 +20,11 @@ export function isSignedOut(error: unknown): boolean {
   return !!error && typeof error === "object" && (error as ConsoleError).kind === "not_signed_in";
 }
 
+/** Whether a command failed in the database (unreachable, or a connection it ended). */
+export function isDatabaseError(error: unknown): boolean {
+  return !!error && typeof error === "object" && (error as ConsoleError).kind === "database";
+}
+
 /**
  * Short, stable display of a UUID: its last 12 hex digits, which is how models see an entry
  * (`[5c06e1f2a9b3 rev 2] ...` in prompts and recall results), so an operator can match a prompt
