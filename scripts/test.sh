@@ -26,7 +26,8 @@ stop_servers() {
   # A cluster's directory holds pgdata/postmaster.pid while its server runs.
   find "$RUN_DIR" "$MESH_DATA_DIR" "$CARGO_TARGET_DIR/console-e2e" -path '*/pgdata/postmaster.pid' 2>/dev/null \
     | while read -r pid_file; do
-        MESH_DATA_DIR="$(dirname "$(dirname "$pid_file")")" "$BIN" db stop >/dev/null 2>&1 || true
+        # (`db stop` refuses to run while DATABASE_URL names a server: it manages the embedded one.)
+        env -u DATABASE_URL MESH_DATA_DIR="$(dirname "$(dirname "$pid_file")")" "$BIN" db stop >/dev/null 2>&1 || true
       done
 }
 trap stop_servers EXIT
