@@ -24,7 +24,8 @@ cargo build --all-targets --locked
 RUN_DIR="$(mktemp -d /tmp/mesh-test-run.XXXXXX)"
 stop_servers() {
   # A cluster's directory holds pgdata/postmaster.pid while its server runs.
-  find "$RUN_DIR" "$MESH_DATA_DIR" "$CARGO_TARGET_DIR/console-e2e" -path '*/pgdata/postmaster.pid' 2>/dev/null \
+  # (A directory already removed is not an error: this also runs from the EXIT trap after cleanup.)
+  { find "$RUN_DIR" "$MESH_DATA_DIR" "$CARGO_TARGET_DIR/console-e2e" -path '*/pgdata/postmaster.pid' 2>/dev/null || true; } \
     | while read -r pid_file; do
         # (`db stop` refuses to run while DATABASE_URL names a server: it manages the embedded one.)
         env -u DATABASE_URL MESH_DATA_DIR="$(dirname "$(dirname "$pid_file")")" "$BIN" db stop >/dev/null 2>&1 || true
@@ -81,5 +82,6 @@ scripts/test-console.sh
 stop_servers
 left="$(pgrep -af "postgres -D ($CARGO_TARGET_DIR|$RUN_DIR)" || true)"
 [ -z "$left" ] || { echo "servers left running:"; echo "$left"; exit 1; }
+trap - EXIT
 rm -rf "$RUN_DIR"
 step "all suites passed; no server left running"
