@@ -168,7 +168,8 @@ CREATE FUNCTION public.memory_eligibility_verdict(p_agent uuid, p_revision uuid,
     WITH revision AS (
         SELECT e.state, e.current_revision_id = r.id AS is_current,
                e.restriction = 'conversation_only'
-                   AND e.restricted_conversation_id IS DISTINCT FROM p_conversation AS restricted_elsewhere
+                   AND e.restricted_conversation_id IS DISTINCT FROM p_conversation AS restricted_elsewhere,
+               EXISTS (SELECT 1 FROM erased_revisions x WHERE x.revision_id = r.id) AS erased
           FROM memory_entry_revisions r
           JOIN memory_entries e ON e.id = r.entry_id AND e.runtime_agent_id = r.runtime_agent_id
          WHERE r.id = p_revision AND r.runtime_agent_id = p_agent
@@ -183,6 +184,7 @@ CREATE FUNCTION public.memory_eligibility_verdict(p_agent uuid, p_revision uuid,
         SELECT memory_first_failing_rule(
                    coalesce(cardinality(p_audience), 0) > 0,
                    revision.state IS NOT NULL,
+                   revision.erased,
                    revision.state = 'live',
                    revision.is_current,
                    revision.restricted_elsewhere,
@@ -257,12 +259,59 @@ CREATE FUNCTION public.memory_embedding_bits(p_revision uuid) RETURNS bit varyin
              LIMIT 1
         $$;
 
-CREATE FUNCTION public.memory_first_failing_rule(p_audience_known boolean, p_found boolean, p_live boolean, p_current boolean, p_restricted_elsewhere boolean, p_released boolean, p_source_count bigint, p_evidence_known boolean, p_covers boolean) RETURNS text
+CREATE FUNCTION public.memory_erasure_marker() RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT '[erased]'::text $$;
+
+CREATE FUNCTION public.memory_erasure_scope(p_scope text, p_target uuid, p_agent uuid) RETURNS TABLE(kind text, id uuid, body text)
+    LANGUAGE sql STABLE
+    AS $$
+    WITH revisions AS (
+        SELECT r.id, r.entry_id, r.body FROM memory_entry_revisions r
+         WHERE p_scope = 'entry' AND r.entry_id = p_target
+           AND (p_agent IS NULL OR r.runtime_agent_id = p_agent)
+        UNION
+        SELECT r.id, r.entry_id, r.body FROM memory_entry_revisions r
+         WHERE p_scope = 'person' AND (r.subject_actor_id = p_target OR r.source_actor_id = p_target)
+           AND (p_agent IS NULL OR r.runtime_agent_id = p_agent)
+    ), erasing AS (
+        SELECT * FROM revisions r WHERE NOT EXISTS (SELECT 1 FROM erased_revisions x WHERE x.revision_id = r.id)
+    ), sent AS (
+        SELECT m.id, m.body FROM messages m
+         WHERE p_scope = 'person' AND m.sender_actor_id = p_target
+           AND (p_agent IS NULL OR m.runtime_agent_id = p_agent)
+           AND NOT EXISTS (SELECT 1 FROM erased_messages x WHERE x.message_id = m.id)
+    ), turns AS (
+        SELECT t.id, t.outbound_message_id FROM agent_turns t
+         WHERE t.used_revision_ids && ARRAY(SELECT e.id FROM erasing e)
+            OR t.inbound_message_id IN (SELECT s.id FROM sent s)
+            OR t.inbound_message_id IN (SELECT src.message_id FROM revision_sources src
+                                          JOIN erasing e ON e.id = src.revision_id
+                                         WHERE src.message_id IS NOT NULL)
+    )
+    SELECT 'revision', e.id, e.body FROM erasing e
+    UNION ALL
+    SELECT 'message', s.id, s.body FROM sent s
+    UNION ALL
+    SELECT DISTINCT 'reply', m.id, m.body FROM turns t JOIN messages m ON m.id = t.outbound_message_id
+     WHERE m.id NOT IN (SELECT s.id FROM sent s)
+       AND NOT EXISTS (SELECT 1 FROM erased_messages x WHERE x.message_id = m.id)
+    UNION ALL
+    SELECT 'turn', t.id, NULL FROM turns t
+    UNION ALL
+    SELECT 'entry', en.id, NULL FROM memory_entries en
+     WHERE en.state = 'live' AND en.current_revision_id IN (SELECT e.id FROM erasing e)
+    UNION ALL
+    SELECT 'sharing_request', q.id, NULL FROM sharing_requests q WHERE q.revision_id IN (SELECT e.id FROM erasing e)
+$$;
+
+CREATE FUNCTION public.memory_first_failing_rule(p_audience_known boolean, p_found boolean, p_erased boolean, p_live boolean, p_current boolean, p_restricted_elsewhere boolean, p_released boolean, p_source_count bigint, p_evidence_known boolean, p_covers boolean) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
     SELECT CASE
                WHEN NOT coalesce(p_audience_known, false) THEN 'audience_unknown'
                WHEN NOT coalesce(p_found, false) THEN 'foreign_agent'
+               WHEN coalesce(p_erased, true) THEN 'erased'
                WHEN NOT coalesce(p_live, false) THEN 'forgotten'
                WHEN NOT coalesce(p_current, false) THEN 'not_current'
                WHEN coalesce(p_restricted_elsewhere, true) THEN 'restriction'
@@ -427,13 +476,71 @@ CREATE FUNCTION public.memory_projection_rule(p_row public.searchable_revisions,
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
     SELECT memory_first_failing_rule(
-               coalesce(cardinality(p_audience), 0) > 0, true, true, true,
+               coalesce(cardinality(p_audience), 0) > 0, true, false, true, true,
                (p_row).restriction = 'conversation_only'
                    AND (p_row).restricted_conversation_id IS DISTINCT FROM p_conversation,
                (p_row).revision_id = ANY (p_released),
                p_source_count,
                (p_row).evidence_known,
                (p_row).audience @> p_audience)
+$$;
+
+CREATE FUNCTION public.memory_redact_jsonb(p_doc jsonb, p_texts text[]) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+DECLARE
+    result jsonb;
+BEGIN
+    CASE jsonb_typeof(p_doc)
+        WHEN 'object' THEN
+            SELECT coalesce(jsonb_object_agg(memory_redact_text(k, p_texts), memory_redact_jsonb(v, p_texts)), '{}')
+              INTO result FROM jsonb_each(p_doc) AS e(k, v);
+        WHEN 'array' THEN
+            SELECT coalesce(jsonb_agg(memory_redact_jsonb(v, p_texts) ORDER BY i), '[]')
+              INTO result FROM jsonb_array_elements(p_doc) WITH ORDINALITY AS a(v, i);
+        WHEN 'string' THEN
+            result := to_jsonb(memory_redact_text(p_doc #>> '{}', p_texts));
+        ELSE
+            result := p_doc;
+    END CASE;
+    RETURN result;
+END;
+$$;
+
+CREATE FUNCTION public.memory_redact_jsonb_whole(p_doc jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT CASE WHEN p_doc IS NULL THEN NULL
+                ELSE (SELECT coalesce(jsonb_agg(to_jsonb(memory_erasure_marker())), '[]')
+                        FROM jsonb_array_elements(CASE jsonb_typeof(p_doc) WHEN 'array' THEN p_doc
+                                                                           ELSE jsonb_build_array(p_doc) END))
+           END
+$$;
+
+CREATE FUNCTION public.memory_redact_text(p_text text, p_texts text[]) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+DECLARE
+    erased text;
+    escaped text;
+    result text := p_text;
+BEGIN
+    IF result IS NULL THEN
+        RETURN NULL;
+    END IF;
+    FOREACH erased IN ARRAY coalesce(p_texts, '{}') LOOP
+        CONTINUE WHEN erased IS NULL OR erased = memory_erasure_marker();
+        IF btrim(result) = btrim(erased) THEN
+            RETURN memory_erasure_marker();
+        END IF;
+        IF length(erased) >= 12 THEN
+            result := replace(result, erased, memory_erasure_marker());
+            escaped := substr(to_jsonb(erased)::text, 2, length(to_jsonb(erased)::text) - 2);
+            result := replace(result, escaped, memory_erasure_marker());
+        END IF;
+    END LOOP;
+    RETURN result;
+END;
 $$;
 
 CREATE FUNCTION public.memory_refresh_audience_summary(p_revisions uuid[]) RETURNS void
@@ -992,6 +1099,133 @@ BEGIN
 END;
 $$;
 
+CREATE FUNCTION public.mesh_operator_erase(p_erasure uuid, p_scope text, p_target uuid, p_agent uuid, p_reason text, p_previewed uuid[], p_fingerprints bytea[]) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+DECLARE
+    scope_ids uuid[];
+    revisions uuid[];
+    messages_gone uuid[];
+    turns uuid[];
+    entries uuid[];
+    requests uuid[];
+    texts text[];
+    counts jsonb;
+    agents uuid[];
+BEGIN
+    IF p_reason IS NULL OR length(btrim(p_reason)) NOT BETWEEN 1 AND 2000 THEN
+        RAISE EXCEPTION 'an erasure needs a reason of 1 to 2000 characters (for example a ticket reference)'
+            USING ERRCODE = 'MM007';
+    END IF;
+    IF p_scope IS NULL OR p_scope NOT IN ('entry', 'person') THEN
+        RAISE EXCEPTION 'erasure scope must be entry or person, not %', p_scope USING ERRCODE = '22023';
+    END IF;
+    IF p_scope = 'entry' AND NOT EXISTS (SELECT 1 FROM memory_entries WHERE id = p_target)
+       OR p_scope = 'person' AND NOT EXISTS (SELECT 1 FROM actors WHERE id = p_target) THEN
+        RAISE EXCEPTION 'no % with id %', p_scope, p_target USING ERRCODE = 'MM012';
+    END IF;
+    -- The entries it reaches are locked first (as every write locks its entry), so a concurrent
+    -- amend or forget finishes before the scope is read, or waits and then finds the entry retired.
+    PERFORM 1 FROM memory_entries en
+     WHERE (p_agent IS NULL OR en.runtime_agent_id = p_agent)
+       AND (p_scope = 'entry' AND en.id = p_target
+            OR p_scope = 'person' AND en.id IN (SELECT r.entry_id FROM memory_entry_revisions r
+                                                  WHERE r.subject_actor_id = p_target OR r.source_actor_id = p_target))
+     ORDER BY en.id
+       FOR UPDATE;
+    CREATE TEMP TABLE IF NOT EXISTS pg_temp.erasing (kind text, id uuid, body text) ON COMMIT DROP;
+    TRUNCATE pg_temp.erasing;
+    INSERT INTO pg_temp.erasing SELECT * FROM memory_erasure_scope(p_scope, p_target, p_agent);
+    scope_ids := ARRAY(SELECT DISTINCT e.id FROM pg_temp.erasing e ORDER BY 1);
+    IF scope_ids IS DISTINCT FROM ARRAY(SELECT DISTINCT u FROM unnest(coalesce(p_previewed, '{}')) AS u ORDER BY 1) THEN
+        RAISE EXCEPTION 'what this erasure reaches changed since its preview (% objects now, % previewed)',
+            cardinality(scope_ids), cardinality(coalesce(p_previewed, '{}'))
+            USING ERRCODE = 'MM011', HINT = 'preview again and confirm what it shows';
+    END IF;
+    IF cardinality(scope_ids) = 0 THEN
+        RAISE EXCEPTION 'nothing to erase: the % % holds no text that is not erased already', p_scope, p_target
+            USING ERRCODE = 'MM012';
+    END IF;
+
+    revisions := ARRAY(SELECT e.id FROM pg_temp.erasing e WHERE e.kind = 'revision');
+    messages_gone := ARRAY(SELECT e.id FROM pg_temp.erasing e WHERE e.kind IN ('message', 'reply'));
+    turns := ARRAY(SELECT e.id FROM pg_temp.erasing e WHERE e.kind = 'turn');
+    entries := ARRAY(SELECT e.id FROM pg_temp.erasing e WHERE e.kind = 'entry');
+    requests := ARRAY(SELECT e.id FROM pg_temp.erasing e WHERE e.kind = 'sharing_request');
+    texts := ARRAY(SELECT DISTINCT e.body FROM pg_temp.erasing e WHERE e.body IS NOT NULL);
+    counts := (SELECT jsonb_object_agg(c.kind, c.n)
+                 FROM (SELECT e.kind, count(*) AS n FROM pg_temp.erasing e GROUP BY e.kind) AS c);
+    counts := counts || jsonb_build_object(
+        'embeddings', (SELECT count(*) FROM revision_embeddings x WHERE x.revision_id = ANY (revisions)));
+
+    -- The record first: the history triggers let this transaction's text updates through.
+    INSERT INTO erasures (id, scope, target_id, runtime_agent_id, reason, counts, fingerprinted)
+    VALUES (p_erasure, p_scope, p_target, p_agent, btrim(p_reason), counts,
+            coalesce(cardinality(p_fingerprints), 0) > 0);
+    INSERT INTO erasure_fingerprints (erasure_id, fingerprint)
+    SELECT DISTINCT p_erasure, f FROM unnest(coalesce(p_fingerprints, '{}')) AS f;
+    INSERT INTO erased_revisions (revision_id, erasure_id) SELECT u, p_erasure FROM unnest(revisions) AS u;
+    INSERT INTO erased_messages (message_id, erasure_id) SELECT u, p_erasure FROM unnest(messages_gone) AS u;
+
+    -- Out of every index: pending embedding work is done (nothing embeds the text again), live
+    -- entries whose current revision goes are retired (the projection and the lexical statistics
+    -- count them out), every generation's embeddings go, and the vector mirror prunes the points.
+    UPDATE index_outbox SET completed_at = now()
+     WHERE revision_id = ANY (revisions) AND work = 'index_revision' AND completed_at IS NULL;
+    UPDATE memory_entries SET state = 'forgotten', forgotten_at = now(), updated_at = now()
+     WHERE id = ANY (entries) AND state = 'live';
+    DELETE FROM revision_embeddings WHERE revision_id = ANY (revisions);
+    INSERT INTO index_outbox (runtime_agent_id, revision_id, work)
+    SELECT DISTINCT en.runtime_agent_id, en.current_revision_id, 'retire_entry'::index_work_kind
+      FROM memory_entries en
+     WHERE en.id IN (SELECT r.entry_id FROM memory_entry_revisions r WHERE r.id = ANY (revisions));
+
+    -- The text, wherever it was kept.
+    UPDATE memory_entry_revisions SET body = memory_erasure_marker() WHERE id = ANY (revisions);
+    UPDATE messages SET body = memory_erasure_marker() WHERE id = ANY (messages_gone);
+    UPDATE agent_turns
+       SET tool_calls = memory_redact_jsonb(tool_calls, texts),
+           ledger = memory_redact_jsonb(ledger, texts),
+           unbacked_claims = memory_redact_jsonb_whole(unbacked_claims),
+           withheld = memory_redact_jsonb(withheld, texts),
+           failure_reason = memory_redact_text(failure_reason, texts)
+     WHERE id = ANY (turns);
+    UPDATE sharing_requests
+       SET rationale = memory_erasure_marker(),
+           decision_reason = CASE WHEN state = 'pending' THEN 'erased: ' || left(btrim(p_reason), 1990)
+                                  ELSE memory_redact_text(decision_reason, texts) END,
+           state = CASE WHEN state = 'pending' THEN 'denied'::sharing_request_state ELSE state END,
+           decided_at = coalesce(decided_at, now()),
+           decided_by = coalesce(decided_by, session_user::text)
+     WHERE id = ANY (requests);
+    UPDATE sharing_requests
+       SET rationale = memory_redact_text(rationale, texts),
+           decision_reason = memory_redact_text(decision_reason, texts)
+     WHERE NOT (id = ANY (requests))
+       AND (memory_redact_text(rationale, texts) IS DISTINCT FROM rationale
+            OR memory_redact_text(decision_reason, texts) IS DISTINCT FROM decision_reason);
+    UPDATE operator_actions
+       SET reason = memory_redact_text(reason, texts), details = memory_redact_jsonb(details, texts)
+     WHERE memory_redact_text(reason, texts) IS DISTINCT FROM reason
+        OR memory_redact_jsonb(details, texts) IS DISTINCT FROM details;
+    UPDATE evidence_repairs SET reason = memory_redact_text(reason, texts)
+     WHERE memory_redact_text(reason, texts) IS DISTINCT FROM reason;
+
+    -- The lexical statistics: fold the retirements in now and drop the terms no document has, so
+    -- no lexeme of the erased text stays as a statistics key.
+    agents := ARRAY(SELECT DISTINCT r.runtime_agent_id FROM memory_entry_revisions r WHERE r.id = ANY (revisions));
+    PERFORM pg_advisory_xact_lock(2060261204);
+    PERFORM memory_lexical_statistics_fold();
+    DELETE FROM lexical_term_statistics WHERE runtime_agent_id = ANY (agents) AND documents <= 0;
+
+    INSERT INTO operator_actions (action, target_kind, target_id, reason, details)
+    VALUES ('erase', p_scope, p_target, btrim(p_reason),
+            jsonb_build_object('erasure_id', p_erasure, 'runtime_agent_id', p_agent, 'counts', counts));
+    RETURN counts;
+END;
+$$;
+
 CREATE FUNCTION public.mesh_operator_revoke_access_token(p_token uuid, p_reason text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
@@ -1071,6 +1305,20 @@ CREATE FUNCTION public.refuse_history_rewrite() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
+    RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP
+        USING ERRCODE = 'restrict_violation';
+END;
+$$;
+
+CREATE FUNCTION public.refuse_history_rewrite_except_erasure() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP = 'UPDATE'
+       AND EXISTS (SELECT 1 FROM erasures WHERE recorded_in = pg_current_xact_id())
+       AND (to_jsonb(NEW) - TG_ARGV) = (to_jsonb(OLD) - TG_ARGV) THEN
+        RETURN NEW;
+    END IF;
     RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP
         USING ERRCODE = 'restrict_violation';
 END;
@@ -1215,6 +1463,37 @@ CREATE SEQUENCE public.embedding_generations_id_seq
     CACHE 1;
 
 ALTER SEQUENCE public.embedding_generations_id_seq OWNED BY public.embedding_generations.id;
+
+CREATE TABLE public.erased_messages (
+    message_id uuid NOT NULL,
+    erasure_id uuid NOT NULL
+);
+
+CREATE TABLE public.erased_revisions (
+    revision_id uuid NOT NULL,
+    erasure_id uuid NOT NULL
+);
+
+CREATE TABLE public.erasure_fingerprints (
+    erasure_id uuid NOT NULL,
+    fingerprint bytea NOT NULL,
+    CONSTRAINT erasure_fingerprints_fingerprint_check CHECK ((octet_length(fingerprint) = 16))
+);
+
+CREATE TABLE public.erasures (
+    id uuid NOT NULL,
+    scope text NOT NULL,
+    target_id uuid NOT NULL,
+    runtime_agent_id uuid,
+    erased_by text DEFAULT SESSION_USER NOT NULL,
+    erased_at timestamp with time zone DEFAULT now() NOT NULL,
+    reason text NOT NULL,
+    counts jsonb NOT NULL,
+    fingerprinted boolean NOT NULL,
+    recorded_in xid8 DEFAULT pg_current_xact_id() NOT NULL,
+    CONSTRAINT erasures_reason_check CHECK (((length(btrim(reason)) >= 1) AND (length(btrim(reason)) <= 2000))),
+    CONSTRAINT erasures_scope_check CHECK ((scope = ANY (ARRAY['entry'::text, 'person'::text])))
+);
 
 CREATE TABLE public.evidence_repairs (
     id bigint NOT NULL,
@@ -1556,6 +1835,18 @@ ALTER TABLE ONLY public.conversations
 ALTER TABLE ONLY public.embedding_generations
     ADD CONSTRAINT embedding_generations_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.erased_messages
+    ADD CONSTRAINT erased_messages_pkey PRIMARY KEY (message_id);
+
+ALTER TABLE ONLY public.erased_revisions
+    ADD CONSTRAINT erased_revisions_pkey PRIMARY KEY (revision_id);
+
+ALTER TABLE ONLY public.erasure_fingerprints
+    ADD CONSTRAINT erasure_fingerprints_pkey PRIMARY KEY (erasure_id, fingerprint);
+
+ALTER TABLE ONLY public.erasures
+    ADD CONSTRAINT erasures_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.evidence_repairs
     ADD CONSTRAINT evidence_repairs_pkey PRIMARY KEY (id);
 
@@ -1666,6 +1957,12 @@ CREATE UNIQUE INDEX embedding_generations_one_active ON public.embedding_generat
 
 CREATE UNIQUE INDEX embedding_generations_one_building ON public.embedding_generations USING btree ((true)) WHERE (state = 'building'::public.embedding_generation_state);
 
+CREATE INDEX erased_messages_erasure ON public.erased_messages USING btree (erasure_id);
+
+CREATE INDEX erased_revisions_erasure ON public.erased_revisions USING btree (erasure_id);
+
+CREATE INDEX erasures_recorded_in ON public.erasures USING btree (recorded_in);
+
 CREATE INDEX evidence_repairs_source ON public.evidence_repairs USING btree (source_id);
 
 CREATE INDEX index_outbox_due ON public.index_outbox USING btree (next_attempt_at, id) WHERE ((completed_at IS NULL) AND (gave_up_at IS NULL));
@@ -1728,7 +2025,7 @@ CREATE INDEX sharing_grants_revision_live ON public.sharing_grants USING btree (
 
 CREATE INDEX sharing_requests_pending ON public.sharing_requests USING btree (created_at) WHERE (state = 'pending'::public.sharing_request_state);
 
-CREATE TRIGGER agent_turns_append_only BEFORE DELETE OR UPDATE ON public.agent_turns FOR EACH ROW EXECUTE FUNCTION public.refuse_history_rewrite();
+CREATE TRIGGER agent_turns_append_only BEFORE DELETE OR UPDATE ON public.agent_turns FOR EACH ROW EXECUTE FUNCTION public.refuse_history_rewrite_except_erasure('tool_calls', 'ledger', 'unbacked_claims', 'withheld', 'failure_reason');
 
 CREATE TRIGGER agent_turns_no_truncate BEFORE TRUNCATE ON public.agent_turns FOR EACH STATEMENT EXECUTE FUNCTION public.refuse_history_rewrite();
 
@@ -1738,19 +2035,33 @@ CREATE CONSTRAINT TRIGGER embedding_generations_searchable_insert AFTER INSERT O
 
 CREATE CONSTRAINT TRIGGER embedding_generations_searchable_update AFTER UPDATE OF state ON public.embedding_generations DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (((old.state IS DISTINCT FROM new.state) AND ((old.state = 'active'::public.embedding_generation_state) OR (new.state = 'active'::public.embedding_generation_state)))) EXECUTE FUNCTION public.memory_searchable_after_generations();
 
-CREATE TRIGGER evidence_repairs_append_only BEFORE DELETE OR UPDATE ON public.evidence_repairs FOR EACH ROW EXECUTE FUNCTION public.refuse_history_rewrite();
+CREATE TRIGGER erased_messages_append_only BEFORE DELETE OR UPDATE ON public.erased_messages FOR EACH ROW EXECUTE FUNCTION public.refuse_history_rewrite();
+
+CREATE TRIGGER erased_revisions_append_only BEFORE DELETE OR UPDATE ON public.erased_revisions FOR EACH ROW EXECUTE FUNCTION public.refuse_history_rewrite();
+
+CREATE TRIGGER erasure_fingerprints_append_only BEFORE DELETE OR UPDATE ON public.erasure_fingerprints FOR EACH ROW EXECUTE FUNCTION public.refuse_history_rewrite();
+
+CREATE TRIGGER erasures_append_only BEFORE DELETE OR UPDATE ON public.erasures FOR EACH ROW EXECUTE FUNCTION public.refuse_history_rewrite();
+
+CREATE TRIGGER erasures_no_truncate BEFORE TRUNCATE ON public.erasures FOR EACH STATEMENT EXECUTE FUNCTION public.refuse_history_rewrite();
+
+CREATE TRIGGER evidence_repairs_append_only BEFORE DELETE OR UPDATE ON public.evidence_repairs FOR EACH ROW EXECUTE FUNCTION public.refuse_history_rewrite_except_erasure('reason');
 
 CREATE TRIGGER memory_entries_searchable_insert AFTER INSERT ON public.memory_entries REFERENCING NEW TABLE AS changed_entries FOR EACH STATEMENT EXECUTE FUNCTION public.memory_searchable_after_entries();
 
 CREATE TRIGGER memory_entries_searchable_update AFTER UPDATE ON public.memory_entries REFERENCING NEW TABLE AS changed_entries FOR EACH STATEMENT EXECUTE FUNCTION public.memory_searchable_after_entries();
 
-CREATE TRIGGER memory_entry_revisions_immutable BEFORE DELETE OR UPDATE ON public.memory_entry_revisions FOR EACH ROW EXECUTE FUNCTION public.refuse_history_rewrite();
+CREATE TRIGGER memory_entry_revisions_immutable BEFORE DELETE OR UPDATE ON public.memory_entry_revisions FOR EACH ROW EXECUTE FUNCTION public.refuse_history_rewrite_except_erasure('body', 'body_tsv');
 
 CREATE TRIGGER memory_entry_revisions_no_truncate BEFORE TRUNCATE ON public.memory_entry_revisions FOR EACH STATEMENT EXECUTE FUNCTION public.refuse_history_rewrite();
 
 CREATE TRIGGER memory_retrieval_events_append_only BEFORE DELETE OR UPDATE ON public.memory_retrieval_events FOR EACH ROW EXECUTE FUNCTION public.refuse_history_rewrite();
 
-CREATE TRIGGER operator_actions_append_only BEFORE DELETE OR UPDATE ON public.operator_actions FOR EACH ROW EXECUTE FUNCTION public.refuse_history_rewrite();
+CREATE TRIGGER messages_append_only BEFORE DELETE OR UPDATE ON public.messages FOR EACH ROW EXECUTE FUNCTION public.refuse_history_rewrite_except_erasure('body');
+
+CREATE TRIGGER messages_no_truncate BEFORE TRUNCATE ON public.messages FOR EACH STATEMENT EXECUTE FUNCTION public.refuse_history_rewrite();
+
+CREATE TRIGGER operator_actions_append_only BEFORE DELETE OR UPDATE ON public.operator_actions FOR EACH ROW EXECUTE FUNCTION public.refuse_history_rewrite_except_erasure('reason', 'details');
 
 CREATE TRIGGER operator_actions_no_truncate BEFORE TRUNCATE ON public.operator_actions FOR EACH STATEMENT EXECUTE FUNCTION public.refuse_history_rewrite();
 
@@ -1801,6 +2112,24 @@ ALTER TABLE ONLY public.conversation_observations
 
 ALTER TABLE ONLY public.conversations
     ADD CONSTRAINT conversations_runtime_agent_id_fkey FOREIGN KEY (runtime_agent_id) REFERENCES public.runtime_agents(id);
+
+ALTER TABLE ONLY public.erased_messages
+    ADD CONSTRAINT erased_messages_erasure_id_fkey FOREIGN KEY (erasure_id) REFERENCES public.erasures(id);
+
+ALTER TABLE ONLY public.erased_messages
+    ADD CONSTRAINT erased_messages_message_id_fkey FOREIGN KEY (message_id) REFERENCES public.messages(id);
+
+ALTER TABLE ONLY public.erased_revisions
+    ADD CONSTRAINT erased_revisions_erasure_id_fkey FOREIGN KEY (erasure_id) REFERENCES public.erasures(id);
+
+ALTER TABLE ONLY public.erased_revisions
+    ADD CONSTRAINT erased_revisions_revision_id_fkey FOREIGN KEY (revision_id) REFERENCES public.memory_entry_revisions(id);
+
+ALTER TABLE ONLY public.erasure_fingerprints
+    ADD CONSTRAINT erasure_fingerprints_erasure_id_fkey FOREIGN KEY (erasure_id) REFERENCES public.erasures(id);
+
+ALTER TABLE ONLY public.erasures
+    ADD CONSTRAINT erasures_runtime_agent_id_fkey FOREIGN KEY (runtime_agent_id) REFERENCES public.runtime_agents(id);
 
 ALTER TABLE ONLY public.evidence_repairs
     ADD CONSTRAINT evidence_repairs_revision_id_fkey FOREIGN KEY (revision_id) REFERENCES public.memory_entry_revisions(id);
@@ -1934,10 +2263,12 @@ ALTER TABLE ONLY public.sharing_requests
 GRANT USAGE ON SCHEMA public TO mesh_runtime;
 GRANT USAGE ON SCHEMA public TO mesh_operator;
 GRANT USAGE ON SCHEMA public TO mesh_console_reader;
+GRANT USAGE ON SCHEMA public TO mesh_eraser;
 
 GRANT SELECT ON TABLE public.searchable_revisions TO mesh_runtime;
 GRANT SELECT ON TABLE public.searchable_revisions TO mesh_operator;
 GRANT SELECT ON TABLE public.searchable_revisions TO mesh_console_reader;
+GRANT SELECT,MAINTAIN ON TABLE public.searchable_revisions TO mesh_eraser;
 
 REVOKE ALL ON FUNCTION public.memory_keep_source_evidence_unknown(p_source uuid, p_reason text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.memory_keep_source_evidence_unknown(p_source uuid, p_reason text) TO mesh_operator;
@@ -1972,6 +2303,7 @@ GRANT ALL ON FUNCTION public.mesh_confirm_sharing_by_source_actor(p_request uuid
 GRANT SELECT ON TABLE public.sharing_requests TO mesh_runtime;
 GRANT SELECT ON TABLE public.sharing_requests TO mesh_operator;
 GRANT SELECT ON TABLE public.sharing_requests TO mesh_console_reader;
+GRANT SELECT,MAINTAIN ON TABLE public.sharing_requests TO mesh_eraser;
 
 GRANT INSERT(id) ON TABLE public.sharing_requests TO mesh_runtime;
 
@@ -1999,6 +2331,9 @@ GRANT ALL ON FUNCTION public.mesh_operator_approve_sharing(p_request uuid, p_rea
 REVOKE ALL ON FUNCTION public.mesh_operator_deny_sharing(p_request uuid, p_reason text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mesh_operator_deny_sharing(p_request uuid, p_reason text) TO mesh_operator;
 
+REVOKE ALL ON FUNCTION public.mesh_operator_erase(p_erasure uuid, p_scope text, p_target uuid, p_agent uuid, p_reason text, p_previewed uuid[], p_fingerprints bytea[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mesh_operator_erase(p_erasure uuid, p_scope text, p_target uuid, p_agent uuid, p_reason text, p_previewed uuid[], p_fingerprints bytea[]) TO mesh_eraser;
+
 REVOKE ALL ON FUNCTION public.mesh_operator_revoke_access_token(p_token uuid, p_reason text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mesh_operator_revoke_access_token(p_token uuid, p_reason text) TO mesh_operator;
 
@@ -2010,141 +2345,192 @@ REVOKE ALL ON FUNCTION public.mesh_sharing_request_decidable(p_request uuid) FRO
 GRANT SELECT ON TABLE public._sqlx_migrations TO mesh_runtime;
 GRANT SELECT ON TABLE public._sqlx_migrations TO mesh_operator;
 GRANT SELECT ON TABLE public._sqlx_migrations TO mesh_console_reader;
+GRANT SELECT ON TABLE public._sqlx_migrations TO mesh_eraser;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.actors TO mesh_runtime;
 GRANT SELECT ON TABLE public.actors TO mesh_operator;
 GRANT SELECT ON TABLE public.actors TO mesh_console_reader;
+GRANT SELECT ON TABLE public.actors TO mesh_eraser;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.agent_turns TO mesh_runtime;
 GRANT SELECT ON TABLE public.agent_turns TO mesh_operator;
 GRANT SELECT ON TABLE public.agent_turns TO mesh_console_reader;
+GRANT SELECT,MAINTAIN ON TABLE public.agent_turns TO mesh_eraser;
 
 GRANT SELECT ON TABLE public.audience_classes TO mesh_runtime;
 GRANT SELECT ON TABLE public.audience_classes TO mesh_operator;
 GRANT SELECT ON TABLE public.audience_classes TO mesh_console_reader;
+GRANT SELECT ON TABLE public.audience_classes TO mesh_eraser;
 
 GRANT SELECT,USAGE ON SEQUENCE public.audience_classes_id_seq TO mesh_runtime;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.connector_identities TO mesh_runtime;
 GRANT SELECT ON TABLE public.connector_identities TO mesh_operator;
 GRANT SELECT ON TABLE public.connector_identities TO mesh_console_reader;
+GRANT SELECT ON TABLE public.connector_identities TO mesh_eraser;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.conversation_memberships TO mesh_runtime;
 GRANT SELECT ON TABLE public.conversation_memberships TO mesh_operator;
 GRANT SELECT ON TABLE public.conversation_memberships TO mesh_console_reader;
+GRANT SELECT ON TABLE public.conversation_memberships TO mesh_eraser;
 
 GRANT SELECT,USAGE ON SEQUENCE public.conversation_memberships_id_seq TO mesh_runtime;
 
 GRANT SELECT,INSERT ON TABLE public.conversation_observations TO mesh_runtime;
 GRANT SELECT ON TABLE public.conversation_observations TO mesh_operator;
 GRANT SELECT ON TABLE public.conversation_observations TO mesh_console_reader;
+GRANT SELECT ON TABLE public.conversation_observations TO mesh_eraser;
 
 GRANT SELECT,USAGE ON SEQUENCE public.conversation_observations_id_seq TO mesh_runtime;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.conversations TO mesh_runtime;
 GRANT SELECT ON TABLE public.conversations TO mesh_operator;
 GRANT SELECT ON TABLE public.conversations TO mesh_console_reader;
+GRANT SELECT ON TABLE public.conversations TO mesh_eraser;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.embedding_generations TO mesh_runtime;
 GRANT SELECT ON TABLE public.embedding_generations TO mesh_operator;
 GRANT SELECT ON TABLE public.embedding_generations TO mesh_console_reader;
+GRANT SELECT ON TABLE public.embedding_generations TO mesh_eraser;
 
 GRANT SELECT,USAGE ON SEQUENCE public.embedding_generations_id_seq TO mesh_runtime;
+
+GRANT SELECT ON TABLE public.erased_messages TO mesh_runtime;
+GRANT SELECT ON TABLE public.erased_messages TO mesh_operator;
+GRANT SELECT ON TABLE public.erased_messages TO mesh_console_reader;
+GRANT SELECT ON TABLE public.erased_messages TO mesh_eraser;
+
+GRANT SELECT ON TABLE public.erased_revisions TO mesh_runtime;
+GRANT SELECT ON TABLE public.erased_revisions TO mesh_operator;
+GRANT SELECT ON TABLE public.erased_revisions TO mesh_console_reader;
+GRANT SELECT ON TABLE public.erased_revisions TO mesh_eraser;
+
+GRANT SELECT ON TABLE public.erasure_fingerprints TO mesh_runtime;
+GRANT SELECT ON TABLE public.erasure_fingerprints TO mesh_operator;
+GRANT SELECT ON TABLE public.erasure_fingerprints TO mesh_console_reader;
+GRANT SELECT ON TABLE public.erasure_fingerprints TO mesh_eraser;
+
+GRANT SELECT ON TABLE public.erasures TO mesh_runtime;
+GRANT SELECT ON TABLE public.erasures TO mesh_operator;
+GRANT SELECT ON TABLE public.erasures TO mesh_console_reader;
+GRANT SELECT ON TABLE public.erasures TO mesh_eraser;
 
 GRANT SELECT ON TABLE public.evidence_repairs TO mesh_runtime;
 GRANT SELECT ON TABLE public.evidence_repairs TO mesh_operator;
 GRANT SELECT ON TABLE public.evidence_repairs TO mesh_console_reader;
+GRANT SELECT,MAINTAIN ON TABLE public.evidence_repairs TO mesh_eraser;
 
 GRANT SELECT,USAGE ON SEQUENCE public.evidence_repairs_id_seq TO mesh_runtime;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.index_outbox TO mesh_runtime;
 GRANT SELECT ON TABLE public.index_outbox TO mesh_operator;
 GRANT SELECT ON TABLE public.index_outbox TO mesh_console_reader;
+GRANT SELECT ON TABLE public.index_outbox TO mesh_eraser;
 
 GRANT SELECT,USAGE ON SEQUENCE public.index_outbox_id_seq TO mesh_runtime;
 
 GRANT SELECT ON TABLE public.lexical_corpus_statistics TO mesh_runtime;
 GRANT SELECT ON TABLE public.lexical_corpus_statistics TO mesh_operator;
 GRANT SELECT ON TABLE public.lexical_corpus_statistics TO mesh_console_reader;
+GRANT SELECT ON TABLE public.lexical_corpus_statistics TO mesh_eraser;
 
 GRANT SELECT ON TABLE public.lexical_statistics_pending TO mesh_runtime;
 GRANT SELECT ON TABLE public.lexical_statistics_pending TO mesh_operator;
 GRANT SELECT ON TABLE public.lexical_statistics_pending TO mesh_console_reader;
+GRANT SELECT,MAINTAIN ON TABLE public.lexical_statistics_pending TO mesh_eraser;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.lexical_corpus_totals TO mesh_runtime;
 GRANT SELECT ON TABLE public.lexical_corpus_totals TO mesh_operator;
 GRANT SELECT ON TABLE public.lexical_corpus_totals TO mesh_console_reader;
+GRANT SELECT ON TABLE public.lexical_corpus_totals TO mesh_eraser;
 
 GRANT SELECT ON TABLE public.lexical_term_statistics TO mesh_runtime;
 GRANT SELECT ON TABLE public.lexical_term_statistics TO mesh_operator;
 GRANT SELECT ON TABLE public.lexical_term_statistics TO mesh_console_reader;
+GRANT SELECT,MAINTAIN ON TABLE public.lexical_term_statistics TO mesh_eraser;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.lexical_term_totals TO mesh_runtime;
 GRANT SELECT ON TABLE public.lexical_term_totals TO mesh_operator;
 GRANT SELECT ON TABLE public.lexical_term_totals TO mesh_console_reader;
+GRANT SELECT ON TABLE public.lexical_term_totals TO mesh_eraser;
 
 GRANT SELECT ON TABLE public.mcp_access_tokens TO mesh_runtime;
 GRANT SELECT ON TABLE public.mcp_access_tokens TO mesh_operator;
 GRANT SELECT ON TABLE public.mcp_access_tokens TO mesh_console_reader;
+GRANT SELECT ON TABLE public.mcp_access_tokens TO mesh_eraser;
 
 GRANT UPDATE(last_used_at) ON TABLE public.mcp_access_tokens TO mesh_runtime;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.memory_entries TO mesh_runtime;
 GRANT SELECT ON TABLE public.memory_entries TO mesh_operator;
 GRANT SELECT ON TABLE public.memory_entries TO mesh_console_reader;
+GRANT SELECT,MAINTAIN ON TABLE public.memory_entries TO mesh_eraser;
 
 GRANT SELECT,INSERT ON TABLE public.memory_entry_revisions TO mesh_runtime;
 GRANT SELECT ON TABLE public.memory_entry_revisions TO mesh_operator;
 GRANT SELECT ON TABLE public.memory_entry_revisions TO mesh_console_reader;
+GRANT SELECT,MAINTAIN ON TABLE public.memory_entry_revisions TO mesh_eraser;
 
 GRANT SELECT,INSERT ON TABLE public.memory_retrieval_events TO mesh_runtime;
 GRANT SELECT ON TABLE public.memory_retrieval_events TO mesh_operator;
 GRANT SELECT ON TABLE public.memory_retrieval_events TO mesh_console_reader;
+GRANT SELECT ON TABLE public.memory_retrieval_events TO mesh_eraser;
 
 GRANT SELECT,INSERT ON TABLE public.messages TO mesh_runtime;
 GRANT SELECT ON TABLE public.messages TO mesh_operator;
 GRANT SELECT ON TABLE public.messages TO mesh_console_reader;
+GRANT SELECT,MAINTAIN ON TABLE public.messages TO mesh_eraser;
 
 GRANT SELECT ON TABLE public.operator_actions TO mesh_runtime;
 GRANT SELECT ON TABLE public.operator_actions TO mesh_operator;
 GRANT SELECT ON TABLE public.operator_actions TO mesh_console_reader;
+GRANT SELECT,MAINTAIN ON TABLE public.operator_actions TO mesh_eraser;
 
 GRANT SELECT,USAGE ON SEQUENCE public.operator_actions_id_seq TO mesh_runtime;
 
 GRANT SELECT ON TABLE public.revision_audience_summary TO mesh_runtime;
 GRANT SELECT ON TABLE public.revision_audience_summary TO mesh_operator;
 GRANT SELECT ON TABLE public.revision_audience_summary TO mesh_console_reader;
+GRANT SELECT ON TABLE public.revision_audience_summary TO mesh_eraser;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.revision_embeddings TO mesh_runtime;
 GRANT SELECT ON TABLE public.revision_embeddings TO mesh_operator;
 GRANT SELECT ON TABLE public.revision_embeddings TO mesh_console_reader;
+GRANT SELECT,MAINTAIN ON TABLE public.revision_embeddings TO mesh_eraser;
 
 GRANT SELECT,INSERT ON TABLE public.revision_sources TO mesh_runtime;
 GRANT SELECT ON TABLE public.revision_sources TO mesh_operator;
 GRANT SELECT ON TABLE public.revision_sources TO mesh_console_reader;
+GRANT SELECT ON TABLE public.revision_sources TO mesh_eraser;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.runtime_agents TO mesh_runtime;
 GRANT SELECT ON TABLE public.runtime_agents TO mesh_operator;
 GRANT SELECT ON TABLE public.runtime_agents TO mesh_console_reader;
+GRANT SELECT ON TABLE public.runtime_agents TO mesh_eraser;
 
 GRANT SELECT ON TABLE public.sharing_confirmations TO mesh_runtime;
 GRANT SELECT ON TABLE public.sharing_confirmations TO mesh_operator;
 GRANT SELECT ON TABLE public.sharing_confirmations TO mesh_console_reader;
+GRANT SELECT ON TABLE public.sharing_confirmations TO mesh_eraser;
 
 GRANT SELECT ON TABLE public.sharing_grant_audience TO mesh_runtime;
 GRANT SELECT ON TABLE public.sharing_grant_audience TO mesh_operator;
 GRANT SELECT ON TABLE public.sharing_grant_audience TO mesh_console_reader;
+GRANT SELECT ON TABLE public.sharing_grant_audience TO mesh_eraser;
 
 GRANT SELECT ON TABLE public.sharing_grants TO mesh_runtime;
 GRANT SELECT ON TABLE public.sharing_grants TO mesh_operator;
 GRANT SELECT ON TABLE public.sharing_grants TO mesh_console_reader;
+GRANT SELECT ON TABLE public.sharing_grants TO mesh_eraser;
 
 GRANT SELECT,INSERT ON TABLE public.sharing_request_audience TO mesh_runtime;
 GRANT SELECT ON TABLE public.sharing_request_audience TO mesh_operator;
 GRANT SELECT ON TABLE public.sharing_request_audience TO mesh_console_reader;
+GRANT SELECT ON TABLE public.sharing_request_audience TO mesh_eraser;
 
 ALTER DEFAULT PRIVILEGES FOR ROLE mesh IN SCHEMA public GRANT SELECT,USAGE ON SEQUENCES TO mesh_runtime;
 
 ALTER DEFAULT PRIVILEGES FOR ROLE mesh IN SCHEMA public GRANT SELECT,INSERT,UPDATE ON TABLES TO mesh_runtime;
 ALTER DEFAULT PRIVILEGES FOR ROLE mesh IN SCHEMA public GRANT SELECT ON TABLES TO mesh_operator;
 ALTER DEFAULT PRIVILEGES FOR ROLE mesh IN SCHEMA public GRANT SELECT ON TABLES TO mesh_console_reader;
+ALTER DEFAULT PRIVILEGES FOR ROLE mesh IN SCHEMA public GRANT SELECT ON TABLES TO mesh_eraser;

@@ -7,6 +7,7 @@
 pub mod bench;
 pub mod database;
 pub mod demo;
+pub mod erasure;
 pub mod evaluation;
 pub mod ids;
 #[cfg(feature = "mcp")]

@@ -7,12 +7,13 @@
 //! `MESH_AGENT_MASTER_KEY` itself. Here each has one source: the environment
 //! ([`RetrieverSetup::from_environment`]: `MESH_EMBEDDER` and its settings through
 //! [`crate::semantic::semantic_index_from_env`], `MESH_AGENT_MASTER_KEY` through
-//! [`digest_key_from_environment`], the only place that reads it, `MESH_PROMPT_TOKENIZER` through
+//! [`digest_key_from_environment`] (and [`fingerprint_key_from_environment`] for erasures), the only place that reads it, `MESH_PROMPT_TOKENIZER` through
 //! [`crate::retrieval::tokens::token_counter_from_environment`]) or an explicit choice (evaluation
 //! variants, tests).
 
 use std::sync::Arc;
 
+use crate::erasure::FingerprintKey;
 use crate::retrieval::tokens::{token_counter_from_environment, TokenCounter, TokenizerError};
 use crate::retrieval::{DigestKey, RetrievalConfig, Retriever, SemanticIndex, WeakMasterKey};
 use crate::store::Store;
@@ -136,8 +137,17 @@ pub fn configured_retriever(store: &Store, setup: RetrieverSetup) -> Result<Conf
 /// The audit digest key from `MESH_AGENT_MASTER_KEY`: `None` when it is unset or empty (no digest
 /// is recorded), an error when it is too short to be a secret. The only reader of that variable.
 pub fn digest_key_from_environment() -> Result<Option<DigestKey>, WeakMasterKey> {
-    match std::env::var_os("MESH_AGENT_MASTER_KEY") {
-        Some(value) if !value.is_empty() => DigestKey::from_master_key(&value.into_encoded_bytes()).map(Some),
-        _ => Ok(None),
-    }
+    master_key_from_environment().map(|key| DigestKey::from_master_key(&key)).transpose()
+}
+
+/// The erasure fingerprint key from `MESH_AGENT_MASTER_KEY` (another subkey of the same master
+/// key): `None` when it is unset or empty (an erasure then records no fingerprints), an error
+/// when it is too short.
+pub fn fingerprint_key_from_environment() -> Result<Option<FingerprintKey>, WeakMasterKey> {
+    master_key_from_environment().map(|key| FingerprintKey::from_master_key(&key)).transpose()
+}
+
+/// `MESH_AGENT_MASTER_KEY`'s bytes, `None` when unset or empty. The only reader of the variable.
+fn master_key_from_environment() -> Option<Vec<u8>> {
+    std::env::var_os("MESH_AGENT_MASTER_KEY").filter(|value| !value.is_empty()).map(|value| value.into_encoded_bytes())
 }

@@ -16,10 +16,12 @@
 //! | `MM004` | `StaleRequest`                 | the requested revision is no longer its entry's current one    | `mesh_sharing_request_decidable` |
 //! | `MM005` | `ConfirmationNotAuthenticated` | the confirming message is not an authenticated direct message received after the request | `mesh_confirm_sharing_by_source_actor` |
 //! | `MM006` | `NotSourceActor`               | the confirming person is not a voice of the revision still to confirm | `mesh_confirm_sharing_by_source_actor` |
-//! | `MM007` | `ReasonRequired`               | an operator action needs a reason of 1 to 2000 characters      | `mesh_operator_approve_sharing`, `mesh_operator_deny_sharing`, `mesh_operator_revoke_grant`, `mesh_operator_revoke_access_token` |
+//! | `MM007` | `ReasonRequired`               | an operator action needs a reason of 1 to 2000 characters      | `mesh_operator_approve_sharing`, `mesh_operator_deny_sharing`, `mesh_operator_erase`, `mesh_operator_revoke_grant`, `mesh_operator_revoke_access_token` |
 //! | `MM008` | `UnknownGrant`                 | the sharing grant does not exist                               | `mesh_operator_revoke_grant` |
 //! | `MM009` | `UnknownAccessToken`           | the MCP access token does not exist                            | `mesh_operator_revoke_access_token` |
 //! | `MM010` | `AlreadyRevoked`               | the sharing grant or access token was revoked already          | `mesh_operator_revoke_grant`, `mesh_operator_revoke_access_token` |
+//! | `MM011` | `ErasureScopeChanged`          | what an erasure reaches changed since the operator previewed it | `mesh_operator_erase` |
+//! | `MM012` | `NothingToErase`               | the erasure's target does not exist or holds nothing not erased already | `mesh_operator_erase` |
 //!
 //! Adding a code: a new variant here (with its row above and in [`ProjectSqlState::ALL`]), raised
 //! by a new migration; never reuse a code for a second meaning.
@@ -49,11 +51,15 @@ pub enum ProjectSqlState {
     UnknownAccessToken,
     /// `MM010`: the sharing grant or access token was revoked already.
     AlreadyRevoked,
+    /// `MM011`: what an erasure reaches changed since the operator previewed it.
+    ErasureScopeChanged,
+    /// `MM012`: the erasure's target does not exist or holds nothing not erased already.
+    NothingToErase,
 }
 
 impl ProjectSqlState {
     /// Every code, in code order.
-    pub const ALL: [ProjectSqlState; 10] = [
+    pub const ALL: [ProjectSqlState; 12] = [
         Self::UnknownSharingRequest,
         Self::AlreadyDecided,
         Self::RequestExpired,
@@ -64,6 +70,8 @@ impl ProjectSqlState {
         Self::UnknownGrant,
         Self::UnknownAccessToken,
         Self::AlreadyRevoked,
+        Self::ErasureScopeChanged,
+        Self::NothingToErase,
     ];
 
     /// The five-character SQLSTATE.
@@ -79,6 +87,8 @@ impl ProjectSqlState {
             Self::UnknownGrant => "MM008",
             Self::UnknownAccessToken => "MM009",
             Self::AlreadyRevoked => "MM010",
+            Self::ErasureScopeChanged => "MM011",
+            Self::NothingToErase => "MM012",
         }
     }
 
@@ -93,12 +103,14 @@ impl ProjectSqlState {
             Self::ReasonRequired => &[
                 "mesh_operator_approve_sharing",
                 "mesh_operator_deny_sharing",
+                "mesh_operator_erase",
                 "mesh_operator_revoke_access_token",
                 "mesh_operator_revoke_grant",
             ],
             Self::UnknownGrant => &["mesh_operator_revoke_grant"],
             Self::UnknownAccessToken => &["mesh_operator_revoke_access_token"],
             Self::AlreadyRevoked => &["mesh_operator_revoke_access_token", "mesh_operator_revoke_grant"],
+            Self::ErasureScopeChanged | Self::NothingToErase => &["mesh_operator_erase"],
         }
     }
 

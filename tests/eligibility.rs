@@ -208,6 +208,8 @@ struct MemorySpec {
     word: usize,
     restricted_to: Option<usize>,
     forget: bool,
+    /// An operator erases the entry (every revision) at the end.
+    erase: bool,
     always_on: bool,
     amend_in: Option<(usize, usize)>,
     grant: Option<GrantSpec>,
@@ -236,13 +238,26 @@ fn memory_spec() -> impl Strategy<Value = MemorySpec> {
         prop::option::of(0..PEOPLE),
         0..WORDS.len(),
         prop::option::weighted(0.2, 0..CONVERSATIONS),
-        (prop::bool::weighted(0.15), prop::bool::weighted(0.2)),
+        (prop::bool::weighted(0.15), prop::bool::weighted(0.2), prop::bool::weighted(0.1)),
         prop::option::weighted(0.3, (0..CONVERSATIONS, 0..WORDS.len())),
         prop::option::weighted(0.35, grant_spec()),
     )
-        .prop_map(|(conversation, speaker, subject, word, restricted_to, (forget, always_on), amend_in, grant)| {
-            MemorySpec { conversation, speaker, subject, word, restricted_to, forget, always_on, amend_in, grant }
-        })
+        .prop_map(
+            |(conversation, speaker, subject, word, restricted_to, (forget, always_on, erase), amend_in, grant)| {
+                MemorySpec {
+                    conversation,
+                    speaker,
+                    subject,
+                    word,
+                    restricted_to,
+                    forget,
+                    erase,
+                    always_on,
+                    amend_in,
+                    grant,
+                }
+            },
+        )
 }
 
 fn workspace_spec() -> impl Strategy<Value = WorkspaceSpec> {
@@ -305,6 +320,8 @@ struct MembershipFact {
 /// Raw rows of one agent, loaded with plain SELECTs (no eligibility SQL involved).
 struct Facts {
     entries: HashMap<Uuid, EntryFact>,
+    /// Revisions an operator erased.
+    erased: HashSet<Uuid>,
     revision_entry: HashMap<Uuid, Uuid>,
     bodies: HashMap<Uuid, String>,
     sources: HashMap<Uuid, Vec<SourceFact>>,
@@ -357,7 +374,16 @@ async fn load_facts(pool: &sqlx::PgPool, agent: AgentId) -> Facts {
     for (grant, actor) in grant_audience {
         grant_members.entry(grant).or_default().insert(actor);
     }
+    let erased: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT x.revision_id FROM erased_revisions x JOIN memory_entry_revisions r ON r.id = x.revision_id
+          WHERE r.runtime_agent_id = $1",
+    )
+    .bind(agent)
+    .fetch_all(pool)
+    .await
+    .unwrap();
     let mut facts = Facts {
+        erased: erased.into_iter().collect(),
         entries: entries
             .into_iter()
             .map(|(id, state, current, restriction, to)| {
@@ -403,6 +429,9 @@ fn model_rule(
     let Some(entry) = facts.revision_entry.get(&revision).map(|e| &facts.entries[e]) else {
         return ("foreign_agent", None);
     };
+    if facts.erased.contains(&revision) {
+        return ("erased", None);
+    }
     if !entry.live {
         return ("forgotten", None);
     }
@@ -527,6 +556,9 @@ async fn build(
         if m.forget {
             store.forget_entry(world.agent, written.entry_id()).await.unwrap();
         }
+        if m.erase {
+            erase_entry(pool, written.entry_id()).await;
+        }
     }
     world.clock += Duration::minutes(5);
     for (c, p) in &spec.toggles {
@@ -541,6 +573,22 @@ async fn build(
         let _ = store.join_conversation(conversations[*c], people[*p].actor, tomorrow).await;
     }
     (world, people, conversations)
+}
+
+/// Erases every revision of `entry` as an operator would (previewed scope, reason), through the
+/// one erasure function; the table owner may execute it like a member of `mesh_eraser`.
+async fn erase_entry(pool: &sqlx::PgPool, entry: mesh_memory::EntryId) {
+    let scope: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM memory_erasure_scope('entry', $1, NULL)")
+        .bind(entry)
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    sqlx::query("SELECT mesh_operator_erase(gen_random_uuid(), 'entry', $1, NULL, 'property test', $2, '{}')")
+        .bind(entry)
+        .bind(&scope)
+        .execute(pool)
+        .await
+        .unwrap();
 }
 
 /// Revision ids that the set form admits, through audience classes or through the audience array.

@@ -173,6 +173,7 @@ const DEFINER_CALLERS: &[(&str, &[&str])] = &[
     ("mesh_confirm_sharing_by_source_actor", &["mesh_runtime"]),
     ("mesh_operator_approve_sharing", &["mesh_operator"]),
     ("mesh_operator_deny_sharing", &["mesh_operator"]),
+    ("mesh_operator_erase", &["mesh_eraser"]),
     ("mesh_operator_revoke_access_token", &["mesh_operator"]),
     ("mesh_operator_revoke_grant", &["mesh_operator"]),
 ];
@@ -221,6 +222,10 @@ const RUNTIME_TABLE_PRIVILEGES: &[&str] = &[
     "conversation_observations: INSERT, SELECT",
     "conversations: INSERT, SELECT, UPDATE",
     "embedding_generations: INSERT, SELECT, UPDATE",
+    "erased_messages: SELECT",
+    "erased_revisions: SELECT",
+    "erasure_fingerprints: SELECT",
+    "erasures: SELECT",
     "evidence_repairs: SELECT",
     "index_outbox: INSERT, SELECT, UPDATE",
     "lexical_corpus_statistics: SELECT",

@@ -123,7 +123,22 @@ impl From<mesh_memory::operator::OperatorError> for ConsoleError {
             E::Sharing(e) => e.into(),
             E::Repair(e) => e.into(),
             E::Privacy(e) => e.into(),
+            E::Erasure(e) => e.into(),
         }
+    }
+}
+
+impl From<mesh_memory::erasure::ErasureError> for ConsoleError {
+    fn from(err: mesh_memory::erasure::ErasureError) -> Self {
+        use mesh_memory::erasure::ErasureError as E;
+        let kind = match &err {
+            E::ReasonRequired | E::WeakKey(_) => ErrorKind::Invalid,
+            E::ScopeChanged | E::NothingToErase(_) => ErrorKind::Conflict,
+            E::UnknownErasure(_) => ErrorKind::NotFound,
+            E::NotAnEraser => ErrorKind::Forbidden,
+            E::Database(db) => return database_error(db),
+        };
+        Self::new(kind, err.to_string())
     }
 }
 

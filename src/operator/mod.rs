@@ -13,6 +13,7 @@
 use sqlx::postgres::PgConnectOptions;
 use uuid::Uuid;
 
+use crate::erasure::{self, ErasureError, ErasureOptions, ErasurePreview, ErasureReport, ErasureScope};
 use crate::ids::{AgentId, ConversationId, EntryId, SourceId};
 use crate::privacy::repair::{self, EvidenceReviewDecision, RepairError, ReviewedSource};
 use crate::privacy::sharing::{self, SharingError, SharingGrantId, SharingRequestId};
@@ -38,6 +39,9 @@ pub enum OperatorError {
     /// An eligibility explanation could not be computed.
     #[error(transparent)]
     Privacy(#[from] PrivacyError),
+    /// An erasure was refused or failed; nothing was erased.
+    #[error(transparent)]
+    Erasure(#[from] ErasureError),
 }
 
 /// A signed-in operator: a pool authenticated as their own login role, and what it may do.
@@ -133,6 +137,35 @@ impl OperatorSession {
     ) -> Result<ReviewedSource, OperatorError> {
         self.require(|r| r.can_review_evidence, "this role may not review audience evidence")?;
         Ok(repair::review_evidence(self.store.pool(), source, decision, note).await?)
+    }
+}
+
+impl OperatorSession {
+    /// What erasing `scope` would remove, read as this role: the operator confirms it, and
+    /// [`OperatorSession::erase`] refuses if the scope changed since.
+    pub async fn preview_erasure(&self, scope: &ErasureScope) -> Result<ErasurePreview, OperatorError> {
+        Ok(erasure::preview(self.store.pool(), scope).await?)
+    }
+
+    /// Erases what `preview` showed, with a reason, through `mesh_operator_erase` (members of
+    /// `mesh_eraser` only), then vacuums the rewritten tables. Nothing is erased on any failure.
+    pub async fn erase(
+        &self,
+        preview: &ErasurePreview,
+        reason: &str,
+        options: &ErasureOptions,
+    ) -> Result<ErasureReport, OperatorError> {
+        self.require_erase()?;
+        Ok(erasure::execute(self.store.pool(), &preview.scope, &preview.object_ids, reason, options).await?)
+    }
+
+    fn require_erase(&self) -> Result<(), OperatorError> {
+        if self.rights.can_erase {
+            return Ok(());
+        }
+        Err(OperatorError::Forbidden(
+            self.rights.erase_limitation.clone().unwrap_or_else(|| "this role may not erase".to_owned()),
+        ))
     }
 }
 

@@ -123,6 +123,8 @@ pub enum Rule {
     Eligible,
     /// The revision does not exist for this runtime agent.
     ForeignAgent,
+    /// An operator erased the revision's text (`mesh-memory erase`): never eligible again.
+    Erased,
     /// The entry was forgotten.
     Forgotten,
     /// A later revision replaced this one.
@@ -154,6 +156,7 @@ impl Rule {
         Ok(match RuleName::from_sql(rule).ok_or_else(unexpected)? {
             RuleName::Eligible => Rule::Eligible,
             RuleName::ForeignAgent => Rule::ForeignAgent,
+            RuleName::Erased => Rule::Erased,
             RuleName::Forgotten => Rule::Forgotten,
             RuleName::NotCurrent => Rule::NotCurrent,
             RuleName::Restriction => Rule::Restriction,
@@ -174,6 +177,7 @@ impl Rule {
         match self {
             Rule::Eligible => RuleName::Eligible,
             Rule::ForeignAgent => RuleName::ForeignAgent,
+            Rule::Erased => RuleName::Erased,
             Rule::Forgotten => RuleName::Forgotten,
             Rule::NotCurrent => RuleName::NotCurrent,
             Rule::Restriction => RuleName::Restriction,
@@ -194,6 +198,7 @@ impl Rule {
         match self {
             Rule::Eligible => "eligible: every source's audience covers this conversation (or a live grant does)".into(),
             Rule::ForeignAgent => "rejected: the memory belongs to another runtime agent".into(),
+            Rule::Erased => "rejected: an operator erased this revision's text".into(),
             Rule::Forgotten => "rejected: the entry was forgotten".into(),
             Rule::NotCurrent => "rejected: the revision is no longer the entry's current revision".into(),
             Rule::Restriction => "rejected: the entry is restricted to another conversation".into(),
@@ -221,6 +226,7 @@ impl Rule {
 pub enum RuleName {
     Eligible,
     ForeignAgent,
+    Erased,
     Forgotten,
     NotCurrent,
     Restriction,
@@ -232,9 +238,10 @@ pub enum RuleName {
 
 impl RuleName {
     /// Every rule name, in the rule order.
-    pub const ALL: [RuleName; 9] = [
+    pub const ALL: [RuleName; 10] = [
         Self::Eligible,
         Self::ForeignAgent,
+        Self::Erased,
         Self::Forgotten,
         Self::NotCurrent,
         Self::Restriction,
@@ -249,6 +256,7 @@ impl RuleName {
         match self {
             Self::Eligible => "eligible",
             Self::ForeignAgent => "foreign_agent",
+            Self::Erased => "erased",
             Self::Forgotten => "forgotten",
             Self::NotCurrent => "not_current",
             Self::Restriction => "restriction",

@@ -256,6 +256,17 @@ pub struct InvalidSetting(pub String);
 )]
 pub struct WeakMasterKey(pub usize);
 
+/// A 32-byte HKDF-SHA256 subkey of the master key under `info`: each use of the master key (the
+/// audit digest, erasure fingerprints) gets its own, so one's outputs say nothing about another's.
+pub(crate) fn derive_subkey(master: &[u8], info: &[u8]) -> Result<[u8; 32], WeakMasterKey> {
+    if master.len() < MIN_MASTER_KEY_BYTES {
+        return Err(WeakMasterKey(master.len()));
+    }
+    let mut key = [0u8; 32];
+    Hkdf::<Sha256>::new(None, master).expand(info, &mut key).expect("32 bytes is a valid HKDF-SHA256 output length");
+    Ok(key)
+}
+
 /// The HMAC key of the audit query digest: an HKDF-SHA256 subkey of `MESH_AGENT_MASTER_KEY`
 /// under [`QUERY_DIGEST_INFO`]. A plain hash of a short query ("tabs or spaces?") is reversed by
 /// hashing guesses; a keyed digest is not, yet equal queries still compare equal under one key.
@@ -265,14 +276,7 @@ pub struct DigestKey([u8; 32]);
 impl DigestKey {
     /// Derives the subkey from the master key bytes.
     pub fn from_master_key(master: &[u8]) -> Result<DigestKey, WeakMasterKey> {
-        if master.len() < MIN_MASTER_KEY_BYTES {
-            return Err(WeakMasterKey(master.len()));
-        }
-        let mut key = [0u8; 32];
-        Hkdf::<Sha256>::new(None, master)
-            .expand(QUERY_DIGEST_INFO, &mut key)
-            .expect("32 bytes is a valid HKDF-SHA256 output length");
-        Ok(DigestKey(key))
+        derive_subkey(master, QUERY_DIGEST_INFO).map(DigestKey)
     }
 
     /// HMAC-SHA256 of the query text under this key (32 bytes).

@@ -70,6 +70,9 @@ pub struct RevisionView {
     /// When it was learned: the time of the message it was told in (an amendment: the
     /// correction's), else when it was written (`memory_learned_times`). What the memory line says.
     pub learned_at: DateTime<Utc>,
+    /// Who erased this revision's text, when and why (`None`: not erased). An erased body reads
+    /// [`crate::erasure::ERASURE_MARKER`]; the rest of the revision (its skeleton) stays.
+    pub erased: Option<crate::erasure::ErasureNote>,
     /// Lineage.
     pub sources: Vec<SourceView>,
 }
@@ -185,6 +188,8 @@ impl Store {
         let labels: std::collections::HashMap<ActorId, String> =
             self.actor_summaries(&actors).await?.into_iter().map(|a| (a.id, a.label())).collect();
         let label = |a: &ActorId| labels.get(a).cloned().unwrap_or_else(|| a.to_string());
+        let revision_ids: Vec<RevisionId> = revisions.iter().map(|r| r.id).collect();
+        let mut erased = crate::erasure::notes_for_revisions(&self.pool, &revision_ids).await?;
 
         let revisions = revisions
             .into_iter()
@@ -217,6 +222,7 @@ impl Store {
                 source_actor: r.source_actor_id,
                 created_at: r.created_at,
                 learned_at: r.learned_at,
+                erased: erased.remove(&r.id),
             })
             .collect();
         Ok(Some(EntryHistory {

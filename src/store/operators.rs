@@ -40,6 +40,11 @@ pub struct OperatorRights {
     /// Why `can_approve`, `can_review_evidence`, `can_revoke_tokens` (or `can_browse`) is false,
     /// for the UI.
     pub limitation: Option<String>,
+    /// It may erase stored text (a member of `mesh_eraser`: EXECUTE on `mesh_operator_erase`).
+    /// Distinct from approving: an organisation gives the one destructive right to fewer people.
+    pub can_erase: bool,
+    /// Why `can_erase` is false, for the UI.
+    pub erase_limitation: Option<String>,
 }
 
 /// Which group a new console login role joins.
@@ -146,9 +151,15 @@ pub async fn connect_as(server: &PgConnectOptions, role: &str, password: &str) -
 /// What the role behind `pool` may do, read from the server's own privilege checks (so the UI
 /// disables exactly what the database would refuse, and says why).
 pub async fn operator_rights(pool: &PgPool) -> Result<OperatorRights, StoreError> {
-    let (role, can_browse, can_approve, can_review_evidence, can_revoke_tokens): (String, bool, bool, bool, bool) =
-        sqlx::query_as(
-            "SELECT session_user::text,
+    let (role, can_browse, can_approve, can_review_evidence, can_revoke_tokens, can_erase): (
+        String,
+        bool,
+        bool,
+        bool,
+        bool,
+        bool,
+    ) = sqlx::query_as(
+        "SELECT session_user::text,
                 has_table_privilege('memory_entries', 'SELECT'),
                 to_regprocedure('mesh_operator_approve_sharing(uuid, text)') IS NOT NULL
                 AND has_function_privilege('mesh_operator_approve_sharing(uuid, text)', 'EXECUTE'),
@@ -158,10 +169,13 @@ pub async fn operator_rights(pool: &PgPool) -> Result<OperatorRights, StoreError
                 AND to_regprocedure('memory_keep_source_evidence_unknown(uuid, text)') IS NOT NULL
                 AND has_function_privilege('memory_keep_source_evidence_unknown(uuid, text)', 'EXECUTE'),
                 to_regprocedure('mesh_operator_revoke_access_token(uuid, text)') IS NOT NULL
-                AND has_function_privilege('mesh_operator_revoke_access_token(uuid, text)', 'EXECUTE')",
-        )
-        .fetch_one(pool)
-        .await?;
+                AND has_function_privilege('mesh_operator_revoke_access_token(uuid, text)', 'EXECUTE'),
+                to_regprocedure('mesh_operator_erase(uuid, text, uuid, uuid, text, uuid[], bytea[])') IS NOT NULL
+                AND has_function_privilege('mesh_operator_erase(uuid, text, uuid, uuid, text, uuid[], bytea[])',
+                                           'EXECUTE')",
+    )
+    .fetch_one(pool)
+    .await?;
     let limitation = if !can_browse {
         Some(format!(
             "role {role} cannot read the memory tables; ask an administrator to GRANT mesh_console_reader TO {role}"
@@ -175,7 +189,22 @@ pub async fn operator_rights(pool: &PgPool) -> Result<OperatorRights, StoreError
     } else {
         None
     };
-    Ok(OperatorRights { role, can_browse, can_approve, can_review_evidence, can_revoke_tokens, limitation })
+    let erase_limitation = (!can_erase).then(|| {
+        format!(
+            "role {role} is not a member of mesh_eraser, so it cannot erase stored text; ask an administrator to \
+             GRANT mesh_eraser TO {role}"
+        )
+    });
+    Ok(OperatorRights {
+        role,
+        can_browse,
+        can_approve,
+        can_review_evidence,
+        can_revoke_tokens,
+        limitation,
+        can_erase,
+        erase_limitation,
+    })
 }
 
 /// PostgreSQL's stored SCRAM-SHA-256 verifier for `password` (RFC 5802 / 7677):

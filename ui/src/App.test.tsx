@@ -40,7 +40,7 @@ const signedIn = (session: { role: string; can_approve: boolean; limitation: str
   database_label: "socket /run / postgres",
   needs_first_operator: false,
   session_ended: null,
-  session: { can_browse: true, can_review_evidence: session.can_approve, can_revoke_tokens: session.can_approve, ...session },
+  session: { can_browse: true, can_review_evidence: session.can_approve, can_revoke_tokens: session.can_approve, can_erase: false, erase_limitation: null, ...session },
 });
 
 it("shows the database error instead of the sign-in form when the database cannot be opened", async () => {

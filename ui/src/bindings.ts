@@ -384,6 +384,21 @@ export type EntrySummary = {
 	evidence_unknown: boolean,
 };
 
+/**
+ *  The erasure that removed a revision's body, as lineage and history show it:
+ *  "erased by <role> on <date>: <reason>".
+ */
+export type ErasureNote = {
+	/**  The erasure. */
+	erasure_id: string,
+	/**  The role that erased. */
+	erased_by: string,
+	/**  The day (UTC, `YYYY-MM-DD`). */
+	erased_on: string,
+	/**  The reason given. */
+	reason: string,
+};
+
 /**  What went wrong, coarsely, so the UI can choose how to react (e.g. back to sign-in). */
 export type ErrorKind = 
 /**  The database could not be opened or reached. */
@@ -610,6 +625,13 @@ export type OperatorRights = {
 	 *  for the UI.
 	 */
 	limitation: string | null,
+	/**
+	 *  It may erase stored text (a member of `mesh_eraser`: EXECUTE on `mesh_operator_erase`).
+	 *  Distinct from approving: an organisation gives the one destructive right to fewer people.
+	 */
+	can_erase: boolean,
+	/**  Why `can_erase` is false, for the UI. */
+	erase_limitation: string | null,
 };
 
 /**  A relevance source's rank (from 1) and its reciprocal-rank contribution. */
@@ -766,6 +788,11 @@ export type RevisionView = {
 	 *  correction's), else when it was written (`memory_learned_times`). What the memory line says.
 	 */
 	learned_at: string,
+	/**
+	 *  Who erased this revision's text, when and why (`None`: not erased). An erased body reads
+	 *  [`crate::erasure::ERASURE_MARKER`]; the rest of the revision (its skeleton) stays.
+	 */
+	erased: ErasureNote | null,
 	/**  Lineage. */
 	sources: SourceView[],
 };
@@ -775,7 +802,7 @@ export type RevisionView = {
  *  [`Rule`] of the same name): what SQL returns as `rule` and what the console shows, so the UI
  *  gets a closed set of names rather than a string.
  */
-export type RuleName = "eligible" | "foreign_agent" | "forgotten" | "not_current" | "restriction" | "no_lineage" | "unknown_evidence" | "audience_not_covered" | "audience_unknown";
+export type RuleName = "eligible" | "foreign_agent" | "erased" | "forgotten" | "not_current" | "restriction" | "no_lineage" | "unknown_evidence" | "audience_not_covered" | "audience_unknown";
 
 /**  A sharing grant row. */
 export type SharingGrantId = string;

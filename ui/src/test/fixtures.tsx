@@ -86,6 +86,7 @@ export const entryDetail: EntryDetail = {
       source_label: "Dana (id U321)",
       created_at: "2026-12-01T10:00:00Z",
       learned_at: "2026-12-01T09:59:00Z",
+      erased: null,
       sources: [knownSource("s1", "m1")],
     },
     {
@@ -99,6 +100,7 @@ export const entryDetail: EntryDetail = {
       source_label: "Dana (id U321)",
       created_at: "2026-12-02T10:00:00Z",
       learned_at: "2026-12-02T09:58:00Z",
+      erased: null,
       sources: [
         knownSource("s2", "m1"),
         knownSource("s2-copy", "m1"),

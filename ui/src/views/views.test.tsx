@@ -61,6 +61,8 @@ const operator = {
   can_approve: true,
   can_review_evidence: true,
   can_revoke_tokens: true,
+  can_erase: false,
+  erase_limitation: "role is not a member of mesh_eraser",
   limitation: null,
 };
 const reader = {
@@ -69,6 +71,8 @@ const reader = {
   can_approve: false,
   can_review_evidence: false,
   can_revoke_tokens: false,
+  can_erase: false,
+  erase_limitation: "role is not a member of mesh_eraser",
   limitation: "role console_reader is not a member of mesh_operator, so it can browse but not approve",
 };
 

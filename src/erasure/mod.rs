@@ -1,0 +1,640 @@
+//! Erasure: the one operation that removes stored text (table owner: `erasures`,
+//! `erased_revisions`, `erased_messages`, `erasure_fingerprints`; migration `20261208100000`).
+//!
+//! Memory is append-only, except erasure by an operator, which removes text and keeps the
+//! skeleton. The database enforces it: the history tables refuse every UPDATE but one made by the
+//! transaction that recorded an erasure, changing only their text columns, and only
+//! `mesh_operator_erase` (EXECUTE for members of `mesh_eraser`) records one. This module is what
+//! the operator layer ([`crate::operator::OperatorSession::erase`]) runs:
+//!
+//! 1. [`preview`]: what an erasure of a scope reaches, counts per kind and the exact object ids;
+//! 2. [`execute`]: one transaction that re-reads the scope, refuses when it is not what the
+//!    operator previewed, fingerprints the text ([`fingerprint`]) and calls the function; then
+//!    `VACUUM` of the tables it rewrote, so dead tuples do not keep the text;
+//! 3. [`verify`]: anyone with read access (and the master key, for the text scan) checks that the
+//!    erased bodies are markers, no embedding or projection row is left, and no text or JSON
+//!    column of any table holds a fingerprint of the erased text.
+//!
+//! What it cannot reach (WAL archives, backups, replicas' disks): `docs/erasure.md`.
+
+pub mod fingerprint;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use sqlx::{PgPool, Row};
+use uuid::Uuid;
+
+use crate::ids::{ActorId, AgentId, EntryId, RevisionId, ShortEntryId};
+use crate::sqlstate::ProjectSqlState;
+pub use fingerprint::FingerprintKey;
+
+/// The text an erased body, message or quotation reads (the SQL `memory_erasure_marker()`).
+pub const ERASURE_MARKER: &str = "[erased]";
+
+/// Tables an erasure rewrites, vacuumed after it commits.
+const REWRITTEN_TABLES: &[&str] = &[
+    "memory_entry_revisions",
+    "messages",
+    "agent_turns",
+    "sharing_requests",
+    "operator_actions",
+    "evidence_repairs",
+    "revision_embeddings",
+    "searchable_revisions",
+    "lexical_term_statistics",
+    "lexical_statistics_pending",
+    "memory_entries",
+];
+
+/// What an erasure reaches.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub enum ErasureScope {
+    /// Every revision of one entry.
+    Entry {
+        /// The entry.
+        entry: EntryId,
+    },
+    /// Every revision about or told by one person, and the messages they sent, within one
+    /// runtime agent or (`None`) all of them.
+    Person {
+        /// The person.
+        actor: ActorId,
+        /// The runtime agent it is limited to.
+        agent: Option<AgentId>,
+    },
+}
+
+impl ErasureScope {
+    fn sql_parts(&self) -> (&'static str, Uuid, Option<Uuid>) {
+        match self {
+            Self::Entry { entry } => ("entry", entry.0, None),
+            Self::Person { actor, agent } => ("person", actor.0, agent.map(|a| a.0)),
+        }
+    }
+}
+
+impl fmt::Display for ErasureScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Entry { entry } => write!(f, "entry {}", ShortEntryId::of(*entry)),
+            Self::Person { actor, agent: Some(agent) } => write!(f, "person {} in runtime agent {}", actor.0, agent.0),
+            Self::Person { actor, agent: None } => write!(f, "person {} in every runtime agent", actor.0),
+        }
+    }
+}
+
+/// How many objects of each kind an erasure reaches (or reached).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct ErasureCounts {
+    /// Memory revisions whose body goes.
+    pub revisions: u32,
+    /// Messages the person sent.
+    pub messages: u32,
+    /// Delivered replies built from erased memory or answering an erased message (erased whole).
+    pub replies: u32,
+    /// Turn records whose tool calls, results and claims are redacted.
+    pub turns: u32,
+    /// Live entries retired because their current revision goes.
+    pub entries: u32,
+    /// Sharing requests for an erased revision (rationale erased; a pending one is denied).
+    pub sharing_requests: u32,
+    /// Stored embeddings of erased revisions, in every generation.
+    pub embeddings: u32,
+}
+
+impl ErasureCounts {
+    fn from_kinds(kinds: &BTreeMap<String, u32>, embeddings: u32) -> Self {
+        let n = |k: &str| kinds.get(k).copied().unwrap_or(0);
+        Self {
+            revisions: n("revision"),
+            messages: n("message"),
+            replies: n("reply"),
+            turns: n("turn"),
+            entries: n("entry"),
+            sharing_requests: n("sharing_request"),
+            embeddings,
+        }
+    }
+}
+
+impl fmt::Display for ErasureCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} revisions, {} messages sent, {} replies, {} turn records, {} entries retired, {} sharing requests, \
+             {} embeddings",
+            self.revisions,
+            self.messages,
+            self.replies,
+            self.turns,
+            self.entries,
+            self.sharing_requests,
+            self.embeddings
+        )
+    }
+}
+
+/// A revision an erasure would remove the body of, as the preview lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct RevisionToErase {
+    /// Its entry's short id.
+    pub entry: ShortEntryId,
+    /// The revision.
+    pub revision_id: RevisionId,
+    /// The first 120 characters of the body (the operator sees what goes before confirming).
+    pub excerpt: String,
+}
+
+/// What an erasure would do: the operator confirms this, and [`execute`] refuses if the scope
+/// changed since.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct ErasurePreview {
+    /// The scope previewed.
+    pub scope: ErasureScope,
+    /// Counts per kind.
+    pub counts: ErasureCounts,
+    /// The revisions whose body goes.
+    pub revisions: Vec<RevisionToErase>,
+    /// Every object reached (revisions, messages, replies, turns, entries, requests): what the
+    /// confirmation passes back.
+    pub object_ids: Vec<Uuid>,
+}
+
+impl fmt::Display for ErasurePreview {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "erasure of {} would remove the text of:", self.scope)?;
+        writeln!(f, "  {}", self.counts)?;
+        for r in &self.revisions {
+            writeln!(f, "  - {} revision {}: {}", r.entry, r.revision_id.0, r.excerpt)?;
+        }
+        Ok(())
+    }
+}
+
+/// What an erasure did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct ErasureReport {
+    /// The erasure's id (for `erase verify`).
+    pub erasure_id: Uuid,
+    /// The role the database recorded.
+    pub erased_by: String,
+    /// Counts per kind.
+    pub counts: ErasureCounts,
+    /// Whether fingerprints were recorded (the master key was set), so `verify` can scan text.
+    pub fingerprinted: bool,
+    /// Tables vacuumed after the erasure committed.
+    pub vacuumed: Vec<String>,
+}
+
+impl fmt::Display for ErasureReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "erasure {} by {}: {}", self.erasure_id, self.erased_by, self.counts)?;
+        writeln!(f, "vacuumed: {}", self.vacuumed.join(", "))?;
+        if !self.fingerprinted {
+            writeln!(
+                f,
+                "no fingerprints recorded (MESH_AGENT_MASTER_KEY is unset): `erase verify` can check markers and \
+                 indexes but not scan for the text"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Why an erasure, its preview or its verification did not happen. Nothing was written.
+#[derive(Debug, thiserror::Error)]
+pub enum ErasureError {
+    /// The reason is missing or too long.
+    #[error("an erasure needs a reason of 1 to 2000 characters (for example a ticket reference)")]
+    ReasonRequired,
+    /// The scope is not what the operator previewed (new messages, an amend, another erasure).
+    #[error("what this erasure reaches changed since its preview; preview again and confirm what it shows")]
+    ScopeChanged,
+    /// The target does not exist, or holds nothing that is not erased already.
+    #[error("{0}")]
+    NothingToErase(String),
+    /// No erasure has this id.
+    #[error("no erasure with id {0}")]
+    UnknownErasure(Uuid),
+    /// The role may not erase (it is not a member of `mesh_eraser`).
+    #[error("this role may not erase; ask an administrator to GRANT mesh_eraser TO it")]
+    NotAnEraser,
+    /// `MESH_AGENT_MASTER_KEY` is set but too short.
+    #[error(transparent)]
+    WeakKey(#[from] crate::retrieval::WeakMasterKey),
+    /// The database failed (a lock timeout included: nothing was erased).
+    #[error("database error during erasure: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+impl ErasureError {
+    fn from_sql(err: sqlx::Error) -> Self {
+        match ProjectSqlState::of(&err) {
+            Some(ProjectSqlState::ReasonRequired) => Self::ReasonRequired,
+            Some(ProjectSqlState::ErasureScopeChanged) => Self::ScopeChanged,
+            Some(ProjectSqlState::NothingToErase) => {
+                Self::NothingToErase(err.as_database_error().map(|e| e.message().to_owned()).unwrap_or_default())
+            }
+            _ if err.as_database_error().and_then(|e| e.code()).as_deref() == Some("42501") => Self::NotAnEraser,
+            _ => Self::Database(err),
+        }
+    }
+}
+
+/// One object of a scope as `memory_erasure_scope` returns it.
+#[derive(sqlx::FromRow)]
+struct ScopeRow {
+    kind: String,
+    id: Uuid,
+    body: Option<String>,
+}
+
+async fn scope_rows<'e, E>(executor: E, scope: &ErasureScope) -> Result<Vec<ScopeRow>, sqlx::Error>
+where
+    E: sqlx::PgExecutor<'e>,
+{
+    let (kind, target, agent) = scope.sql_parts();
+    sqlx::query_as("SELECT kind, id, body FROM memory_erasure_scope($1, $2, $3) ORDER BY kind, id")
+        .bind(kind)
+        .bind(target)
+        .bind(agent)
+        .fetch_all(executor)
+        .await
+}
+
+fn sorted_ids(rows: &[ScopeRow]) -> Vec<Uuid> {
+    rows.iter().map(|r| r.id).collect::<BTreeSet<_>>().into_iter().collect()
+}
+
+/// What erasing `scope` would reach now. Read with the caller's own privileges.
+pub async fn preview(pool: &PgPool, scope: &ErasureScope) -> Result<ErasurePreview, ErasureError> {
+    let rows = scope_rows(pool, scope).await?;
+    let mut kinds: BTreeMap<String, u32> = BTreeMap::new();
+    for row in &rows {
+        *kinds.entry(row.kind.clone()).or_default() += 1;
+    }
+    let revision_ids: Vec<Uuid> = rows.iter().filter(|r| r.kind == "revision").map(|r| r.id).collect();
+    let listed: Vec<(Uuid, Uuid, i64, String)> = sqlx::query_as(
+        "SELECT r.id, r.entry_id,
+                (SELECT count(*) FROM revision_embeddings x WHERE x.revision_id = r.id),
+                left(r.body, 120)
+           FROM memory_entry_revisions r WHERE r.id = ANY($1) ORDER BY r.entry_id, r.revision_number",
+    )
+    .bind(&revision_ids)
+    .fetch_all(pool)
+    .await?;
+    let embeddings = listed.iter().map(|l| l.2 as u32).sum();
+    let revisions = listed
+        .into_iter()
+        .map(|(id, entry, _, excerpt)| RevisionToErase {
+            entry: ShortEntryId::of(EntryId(entry)),
+            revision_id: RevisionId(id),
+            excerpt,
+        })
+        .collect();
+    Ok(ErasurePreview {
+        scope: scope.clone(),
+        counts: ErasureCounts::from_kinds(&kinds, embeddings),
+        revisions,
+        object_ids: sorted_ids(&rows),
+    })
+}
+
+/// How [`execute`] runs.
+#[derive(Clone, Debug)]
+pub struct ErasureOptions {
+    /// Key of the fingerprints `verify` scans for (`None`: none recorded).
+    pub fingerprint_key: Option<FingerprintKey>,
+    /// How long the erasure waits for a row another transaction holds before it gives up
+    /// (and erases nothing).
+    pub lock_timeout: std::time::Duration,
+}
+
+impl Default for ErasureOptions {
+    fn default() -> Self {
+        Self { fingerprint_key: None, lock_timeout: std::time::Duration::from_secs(10) }
+    }
+}
+
+/// Erases what `previewed` showed of `scope`, with `reason`, as the pool's role (a member of
+/// `mesh_eraser`), then vacuums the tables it rewrote. One transaction: on any failure nothing is
+/// erased. Called by [`crate::operator::OperatorSession::erase`].
+pub(crate) async fn execute(
+    pool: &PgPool,
+    scope: &ErasureScope,
+    previewed: &[Uuid],
+    reason: &str,
+    options: &ErasureOptions,
+) -> Result<ErasureReport, ErasureError> {
+    let reason = reason.trim();
+    if reason.is_empty() || reason.chars().count() > 2000 {
+        return Err(ErasureError::ReasonRequired);
+    }
+    let erasure_id = Uuid::now_v7();
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT set_config('lock_timeout', $1, true)")
+        .bind(format!("{}ms", options.lock_timeout.as_millis().max(1)))
+        .execute(&mut *tx)
+        .await?;
+    let rows = scope_rows(&mut *tx, scope).await?;
+    let mut wanted: Vec<Uuid> = previewed.to_vec();
+    wanted.sort_unstable();
+    wanted.dedup();
+    if sorted_ids(&rows) != wanted {
+        return Err(ErasureError::ScopeChanged);
+    }
+    let fingerprints: Vec<Vec<u8>> = match &options.fingerprint_key {
+        Some(key) => rows
+            .iter()
+            .filter_map(|r| r.body.as_deref())
+            .flat_map(|body| key.of_text(body))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .map(|f| f.to_vec())
+            .collect(),
+        None => Vec::new(),
+    };
+    let (kind, target, agent) = scope.sql_parts();
+    let counts: sqlx::types::Json<BTreeMap<String, u32>> =
+        sqlx::query_scalar("SELECT mesh_operator_erase($1, $2, $3, $4, $5, $6, $7)")
+            .bind(erasure_id)
+            .bind(kind)
+            .bind(target)
+            .bind(agent)
+            .bind(reason)
+            .bind(&wanted)
+            .bind(&fingerprints)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(ErasureError::from_sql)?;
+    let erased_by: String = sqlx::query_scalar("SELECT session_user::text").fetch_one(&mut *tx).await?;
+    tx.commit().await?;
+    let vacuumed = vacuum(pool).await;
+    let embeddings = counts.0.get("embeddings").copied().unwrap_or(0);
+    Ok(ErasureReport {
+        erasure_id,
+        erased_by,
+        counts: ErasureCounts::from_kinds(&counts.0, embeddings),
+        fingerprinted: !fingerprints.is_empty(),
+        vacuumed,
+    })
+}
+
+/// VACUUM of the rewritten tables (outside any transaction, as VACUUM must run). A table the role
+/// may not maintain is left out of the returned list, not an error: the erasure has committed.
+async fn vacuum(pool: &PgPool) -> Vec<String> {
+    let mut done = Vec::new();
+    for table in REWRITTEN_TABLES {
+        let maintainable: bool = sqlx::query_scalar("SELECT has_table_privilege($1, 'MAINTAIN')")
+            .bind(table)
+            .fetch_one(pool)
+            .await
+            .unwrap_or(false);
+        if !maintainable {
+            continue;
+        }
+        // The name is one of the constants above, never input.
+        if sqlx::raw_sql(sqlx::AssertSqlSafe(format!("VACUUM {table}"))).execute(pool).await.is_ok() {
+            done.push((*table).to_owned());
+        }
+    }
+    done
+}
+
+/// One text or JSON column in which a fingerprint of the erased text was found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct TextFound {
+    /// Table.
+    pub table: String,
+    /// Column.
+    pub column: String,
+    /// Rows holding a fingerprint.
+    pub rows: u32,
+}
+
+/// What `erase verify` found. Clean when every count is zero and nothing was found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct ErasureVerification {
+    /// The erasure.
+    pub erasure_id: Uuid,
+    /// Who erased, when, why: the line lineage and audits show.
+    pub erased_by: String,
+    /// When (RFC 3339).
+    pub erased_at: String,
+    /// The reason given.
+    pub reason: String,
+    /// Erased revisions and messages whose body is not the marker.
+    pub bodies_not_erased: u32,
+    /// Stored embeddings of erased revisions, any generation.
+    pub embeddings_left: u32,
+    /// Projection (search) rows of erased revisions.
+    pub projection_rows_left: u32,
+    /// Text and JSON columns scanned (0 when the scan could not run).
+    pub columns_scanned: u32,
+    /// Values scanned.
+    pub values_scanned: u32,
+    /// Where a fingerprint of the erased text was found.
+    pub text_found: Vec<TextFound>,
+    /// Why the text scan did not run (no fingerprints recorded, or no key given).
+    pub text_scan_unavailable: Option<String>,
+}
+
+impl ErasureVerification {
+    /// Nothing of the erased text or its indexes was found.
+    pub fn is_clean(&self) -> bool {
+        self.bodies_not_erased == 0
+            && self.embeddings_left == 0
+            && self.projection_rows_left == 0
+            && self.text_found.is_empty()
+    }
+}
+
+impl fmt::Display for ErasureVerification {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "erasure {}: erased by {} on {}: {}",
+            self.erasure_id, self.erased_by, self.erased_at, self.reason
+        )?;
+        writeln!(f, "  bodies not erased:     {}", self.bodies_not_erased)?;
+        writeln!(f, "  embeddings left:       {}", self.embeddings_left)?;
+        writeln!(f, "  search rows left:      {}", self.projection_rows_left)?;
+        match &self.text_scan_unavailable {
+            Some(why) => writeln!(f, "  text scan:             not run ({why})")?,
+            None => writeln!(
+                f,
+                "  text found:            {} ({} values in {} text/JSON columns scanned)",
+                self.text_found.iter().map(|t| t.rows).sum::<u32>(),
+                self.values_scanned,
+                self.columns_scanned
+            )?,
+        }
+        for t in &self.text_found {
+            writeln!(f, "    {}.{}: {} rows", t.table, t.column, t.rows)?;
+        }
+        write!(f, "{}", if self.is_clean() { "verified: nothing of it is left" } else { "NOT CLEAN" })
+    }
+}
+
+/// Checks an erasure: markers, embeddings, projection rows, and (with `key`) a scan of every
+/// text and JSON column of every table for a fingerprint of the erased text. Needs only read
+/// access.
+pub async fn verify(
+    pool: &PgPool,
+    erasure: Uuid,
+    key: Option<&FingerprintKey>,
+) -> Result<ErasureVerification, ErasureError> {
+    let Some(row) = sqlx::query(
+        "SELECT erased_by, to_char(erased_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS erased_at,
+                reason, fingerprinted,
+                (SELECT count(*) FROM erased_revisions x JOIN memory_entry_revisions r ON r.id = x.revision_id
+                  WHERE x.erasure_id = e.id AND r.body <> memory_erasure_marker())
+              + (SELECT count(*) FROM erased_messages x JOIN messages m ON m.id = x.message_id
+                  WHERE x.erasure_id = e.id AND m.body <> memory_erasure_marker()) AS bodies,
+                (SELECT count(*) FROM erased_revisions x JOIN revision_embeddings v ON v.revision_id = x.revision_id
+                  WHERE x.erasure_id = e.id) AS embeddings,
+                (SELECT count(*) FROM erased_revisions x JOIN searchable_revisions p ON p.revision_id = x.revision_id
+                  WHERE x.erasure_id = e.id) AS projection
+           FROM erasures e WHERE e.id = $1",
+    )
+    .bind(erasure)
+    .fetch_optional(pool)
+    .await?
+    else {
+        return Err(ErasureError::UnknownErasure(erasure));
+    };
+    let mut report = ErasureVerification {
+        erasure_id: erasure,
+        erased_by: row.get("erased_by"),
+        erased_at: row.get("erased_at"),
+        reason: row.get("reason"),
+        bodies_not_erased: row.get::<i64, _>("bodies") as u32,
+        embeddings_left: row.get::<i64, _>("embeddings") as u32,
+        projection_rows_left: row.get::<i64, _>("projection") as u32,
+        columns_scanned: 0,
+        values_scanned: 0,
+        text_found: Vec::new(),
+        text_scan_unavailable: None,
+    };
+    let fingerprinted: bool = row.get("fingerprinted");
+    match (fingerprinted, key) {
+        (false, _) => {
+            report.text_scan_unavailable =
+                Some("the erasure recorded no fingerprints: MESH_AGENT_MASTER_KEY was unset".to_owned())
+        }
+        (true, None) => {
+            report.text_scan_unavailable = Some("set MESH_AGENT_MASTER_KEY to the key the erasure ran with".to_owned())
+        }
+        (true, Some(key)) => scan_text(pool, erasure, key, &mut report).await?,
+    }
+    Ok(report)
+}
+
+/// Every text and JSON column of every table in the schema, value by value.
+async fn scan_text(
+    pool: &PgPool,
+    erasure: Uuid,
+    key: &FingerprintKey,
+    report: &mut ErasureVerification,
+) -> Result<(), ErasureError> {
+    let wanted: BTreeSet<Vec<u8>> =
+        sqlx::query_scalar("SELECT fingerprint FROM erasure_fingerprints WHERE erasure_id = $1")
+            .bind(erasure)
+            .fetch_all(pool)
+            .await?
+            .into_iter()
+            .collect();
+    // Identifiers come from the catalogue and are quoted by format('%I'); no input reaches them.
+    let columns: Vec<(String, String, bool, String)> = sqlx::query_as(
+        "SELECT c.table_name::text, c.column_name::text, c.data_type IN ('json', 'jsonb'),
+                format('SELECT %I::text FROM %I WHERE %I IS NOT NULL', c.column_name, c.table_name, c.column_name)
+           FROM information_schema.columns c
+           JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+          WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
+            AND c.data_type IN ('text', 'character varying', 'character', 'json', 'jsonb')
+            AND c.table_name <> '_sqlx_migrations'
+          ORDER BY 1, 2",
+    )
+    .fetch_all(pool)
+    .await?;
+    // A cursor per column, read in batches: memory stays flat however large the store.
+    let mut tx = pool.begin().await?;
+    for (table, column, is_json, statement) in columns {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DECLARE erasure_scan NO SCROLL CURSOR FOR {statement}")))
+            .execute(&mut *tx)
+            .await?;
+        let mut found = 0u32;
+        loop {
+            let batch: Vec<String> = sqlx::query_scalar("FETCH 1000 FROM erasure_scan").fetch_all(&mut *tx).await?;
+            if batch.is_empty() {
+                break;
+            }
+            for value in &batch {
+                report.values_scanned += 1;
+                if key.of_stored(value, is_json).iter().any(|f| wanted.contains(f.as_slice())) {
+                    found += 1;
+                }
+            }
+        }
+        sqlx::query("CLOSE erasure_scan").execute(&mut *tx).await?;
+        report.columns_scanned += 1;
+        if found > 0 {
+            report.text_found.push(TextFound { table, column, rows: found });
+        }
+    }
+    tx.rollback().await?;
+    Ok(())
+}
+
+/// The erasure that removed a revision's body, as lineage and history show it:
+/// "erased by <role> on <date>: <reason>".
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct ErasureNote {
+    /// The erasure.
+    pub erasure_id: Uuid,
+    /// The role that erased.
+    pub erased_by: String,
+    /// The day (UTC, `YYYY-MM-DD`).
+    pub erased_on: String,
+    /// The reason given.
+    pub reason: String,
+}
+
+impl fmt::Display for ErasureNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "erased by {} on {}: {}", self.erased_by, self.erased_on, self.reason)
+    }
+}
+
+/// The erasure notes of the given revisions that were erased.
+pub async fn notes_for_revisions(
+    pool: &PgPool,
+    revisions: &[RevisionId],
+) -> Result<BTreeMap<RevisionId, ErasureNote>, sqlx::Error> {
+    let ids: Vec<Uuid> = revisions.iter().map(|r| r.0).collect();
+    let rows: Vec<(Uuid, Uuid, String, String, String)> = sqlx::query_as(
+        "SELECT x.revision_id, e.id, e.erased_by, to_char(e.erased_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), e.reason
+           FROM erased_revisions x JOIN erasures e ON e.id = x.erasure_id
+          WHERE x.revision_id = ANY($1)",
+    )
+    .bind(&ids)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(rev, id, by, on, reason)| {
+            (RevisionId(rev), ErasureNote { erasure_id: id, erased_by: by, erased_on: on, reason })
+        })
+        .collect())
+}
