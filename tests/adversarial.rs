@@ -7,8 +7,10 @@
 //! proposes ids it should not (forgotten, superseded, another agent's, made up). Every returned
 //! memory is checked against an independent model of the policy kept in Rust while the workspace
 //! was built. Tool calls probe for existence: forget, amend and request_memory_sharing of an entry
-//! the speaker may not see must answer exactly as for a made-up id and change nothing. The counts
-//! are printed; violations must be 0.
+//! the speaker may not see must answer exactly as for a made-up id and change nothing. Some
+//! entries, and everything one person told or is about, are erased by an operator: an erased
+//! revision returned is a resurrection. The counts are printed; violations and resurrections
+//! must be 0.
 
 mod common;
 
@@ -72,12 +74,15 @@ struct Model {
     revisions: HashMap<RevisionId, ModelRevision>,
     current: HashMap<EntryId, RevisionId>,
     forgotten: BTreeSet<EntryId>,
+    /// Revisions an operator erased: never eligible again, whatever their lineage or grants.
+    erased: BTreeSet<RevisionId>,
 }
 
 impl Model {
     fn allows(&self, revision: RevisionId, conversation: ConversationId, destination: &BTreeSet<ActorId>) -> bool {
         let Some(r) = self.revisions.get(&revision) else { return false };
         if destination.is_empty()
+            || self.erased.contains(&revision)
             || self.forgotten.contains(&r.entry)
             || self.current.get(&r.entry) != Some(&revision)
             || r.restricted_to.is_some_and(|c| c != conversation)
@@ -274,6 +279,29 @@ async fn generate(db: &common::TestDb, seed: u64) -> Workspace {
     let sharing =
         share_voice_by_voice(db, &mut world, &mut model, &conversations, &people, &direct, other_voices).await;
 
+    // An operator erases some entries (grants, sharing and all) and everything one person told or
+    // is about (their messages too; memories with mixed lineage keep their text).
+    let mut entries: Vec<EntryId> = model.current.keys().copied().collect();
+    entries.sort();
+    for entry in entries {
+        if rng.unit() < 0.08 {
+            erase(db, "entry", entry.0).await;
+            model.erased.extend(model.revisions.iter().filter(|(_, r)| r.entry == entry).map(|(id, _)| *id));
+        }
+    }
+    let erased_person = people[rng.range(0, people.len())].actor;
+    erase(db, "person", erased_person.0).await;
+    let told_or_about: Vec<RevisionId> = sqlx::query_scalar(
+        "SELECT id FROM memory_entry_revisions
+          WHERE runtime_agent_id = $1 AND (subject_actor_id = $2 OR source_actor_id = $2)",
+    )
+    .bind(world.agent)
+    .bind(erased_person)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    model.erased.extend(told_or_about);
+
     // Membership over time: a late joiner (already in), someone who left a minute ago, someone
     // leaving in an hour (still a reader and a member), someone joining in an hour (a reader who
     // may not speak yet).
@@ -303,6 +331,27 @@ async fn generate(db: &common::TestDb, seed: u64) -> Workspace {
         joining.readers.insert(newcomer.actor);
     }
     Workspace { world, model, conversations, people, direct, sharing }
+}
+
+/// Erases `scope` (`entry` or `person`) as an operator does after a preview, through the one
+/// erasure function (the table owner may execute it like a member of `mesh_eraser`).
+async fn erase(db: &common::TestDb, scope: &str, target: uuid::Uuid) {
+    let previewed: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT id FROM memory_erasure_scope($1, $2, NULL)")
+        .bind(scope)
+        .bind(target)
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    if previewed.is_empty() {
+        return;
+    }
+    sqlx::query("SELECT mesh_operator_erase(gen_random_uuid(), $1, $2, NULL, 'adversarial suite', $3, '{}')")
+        .bind(scope)
+        .bind(target)
+        .bind(&previewed)
+        .execute(&db.pool)
+        .await
+        .unwrap();
 }
 
 /// Amends `entry` from `current` to `body`; by another voice when `by` names them and the message
@@ -521,6 +570,7 @@ async fn count_rows(db: &common::TestDb) -> (i64, i64, i64, i64) {
 async fn ten_thousand_queries_from_every_audience_and_speaker_leak_nothing() {
     let db = test_db().await;
     let (mut queries, mut returned, mut violations, mut probes) = (0usize, 0usize, 0usize, 0usize);
+    let mut resurrections = 0usize;
     let mut sharing = [0usize; 3];
     let mut workspaces = Vec::new();
     for seed in [11u64, 29, 47, 83] {
@@ -558,6 +608,8 @@ async fn ten_thousand_queries_from_every_audience_and_speaker_leak_nothing() {
                     queries += 1;
                     let destination = conversation.destination(speaker);
                     let (checked, found) = check(&ws.model, conversation.id, &destination, &outcome);
+                    resurrections +=
+                        outcome.selections.iter().filter(|s| ws.model.erased.contains(&s.revision_id)).count();
                     returned += checked;
                     violations += found;
                 }
@@ -584,13 +636,17 @@ async fn ten_thousand_queries_from_every_audience_and_speaker_leak_nothing() {
         }
         let _ = &ws.direct;
     }
+    let erased: usize = workspaces.iter().map(|w| w.model.erased.len()).sum();
     println!(
         "adversarial suite: {queries} queries, {returned} selections checked, {probes} existence probes, \
-         sharing {} requests / {} voice confirmations / {} grants, violations: {violations}",
+         sharing {} requests / {} voice confirmations / {} grants, {erased} erased revisions, \
+         violations: {violations}, resurrections: {resurrections}",
         sharing[0], sharing[1], sharing[2]
     );
     assert!(queries >= 10_000, "the suite must run over ten thousand queries, ran {queries}");
     assert!(returned > 0, "searches must return something, or the suite proves nothing");
     assert!(probes >= 100 && sharing[2] > 0, "probes {probes}, grants {}", sharing[2]);
+    assert!(erased > 0, "the workspaces must hold erased memories");
     assert_eq!(violations, 0);
+    assert_eq!(resurrections, 0, "an erased revision was returned");
 }
