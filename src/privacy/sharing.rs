@@ -247,62 +247,6 @@ pub async fn create_request(store: &Store, new: NewSharingRequest) -> Result<Sha
     Ok(id)
 }
 
-/// A pending request as the console shows it for review (operator trust boundary: includes the
-/// revision body, so the reviewer sees exactly what would be released).
-#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
-pub struct PendingSharingRequest {
-    /// Request id.
-    pub id: SharingRequestId,
-    /// Runtime agent.
-    pub runtime_agent_id: AgentId,
-    /// The revision to release.
-    pub revision_id: RevisionId,
-    /// Its body.
-    pub body: String,
-    /// Its source actor.
-    pub source_actor_id: Option<ActorId>,
-    /// The voices whose confirmation is still missing (every voice whose evidence does not cover
-    /// the proposed audience must confirm, or an operator approves).
-    pub missing_confirmations: Vec<ActorId>,
-    /// Whether the revision is still current (otherwise it cannot be approved).
-    pub revision_is_current: bool,
-    /// Where it was requested.
-    pub requested_in_conversation_id: ConversationId,
-    /// Who was speaking when it was requested.
-    pub requested_by_actor_id: ActorId,
-    /// Where it would be released.
-    pub target_conversation_id: Option<ConversationId>,
-    /// Proposed audience.
-    pub audience: Vec<ActorId>,
-    /// The model's rationale.
-    pub rationale: String,
-    /// Created.
-    pub created_at: DateTime<Utc>,
-    /// Expires.
-    pub expires_at: DateTime<Utc>,
-}
-
-/// Pending, unexpired requests, oldest first; all agents when `agent` is `None`.
-pub async fn list_pending(pool: &PgPool, agent: Option<AgentId>) -> Result<Vec<PendingSharingRequest>, SharingError> {
-    Ok(sqlx::query_as(
-        "SELECT q.id, q.runtime_agent_id, q.revision_id, r.body, r.source_actor_id,
-                memory_sharing_missing_voices(q.id) AS missing_confirmations,
-                EXISTS (SELECT 1 FROM memory_entries e WHERE e.current_revision_id = r.id AND e.state = 'live')
-                    AS revision_is_current,
-                q.requested_in_conversation_id, q.requested_by_actor_id, q.target_conversation_id,
-                coalesce((SELECT array_agg(a.actor_id ORDER BY a.actor_id) FROM sharing_request_audience a
-                           WHERE a.request_id = q.id), '{}') AS audience,
-                q.rationale, q.created_at, q.expires_at
-           FROM sharing_requests q
-           JOIN memory_entry_revisions r ON r.id = q.revision_id
-          WHERE q.state = 'pending' AND q.expires_at > now() AND ($1::uuid IS NULL OR q.runtime_agent_id = $1)
-          ORDER BY q.created_at, q.id",
-    )
-    .bind(agent)
-    .fetch_all(pool)
-    .await?)
-}
-
 /// What a voice's confirmation did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
@@ -322,7 +266,7 @@ pub enum Confirmation {
 
 /// A connector-authenticated confirmation by a voice of the revision: `message` must be an
 /// inbound, identity-authenticated message from one of the voices still missing
-/// ([`PendingSharingRequest::missing_confirmations`]), in a direct conversation, recorded after
+/// ([`missing_confirmations`]), in a direct conversation, recorded after
 /// the request. Runs as the runtime role (the SQL function is SECURITY DEFINER).
 pub async fn confirm_by_source_actor(
     pool: &PgPool,
