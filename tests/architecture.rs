@@ -96,7 +96,7 @@ fn the_shells_do_operator_actions_through_the_operator_layer_only() {
         "repair::review_evidence",
         ".issue_access_token(",
         ".speaker_binding(",
-        ".list_sharing_requests(",
+        "list_requests(",
         "store::connect_as",
         "store::operator_rights",
     ];

@@ -10,12 +10,10 @@ use std::sync::Arc;
 use common::{test_db, Person, TestDb, World};
 use mesh_memory::privacy::sharing::{
     self, approve_as_operator, confirm_by_source_actor, deny_as_operator, revoke_grant, NewSharingRequest,
-    SharingError, SharingRequestId,
+    SharingError, SharingRequestId, SharingRequestView, SharingState,
 };
 use mesh_memory::retrieval::{RetrievalConfig, RetrievalMode, Retriever, SearchRequest};
-use mesh_memory::store::{
-    Amendment, Direction, NewMessage, SharingRequestView, SharingState, Store, SubjectUpdate, Topology,
-};
+use mesh_memory::store::{Amendment, Direction, NewMessage, Store, SubjectUpdate, Topology};
 use mesh_memory::tools::ToolStatus;
 use mesh_memory::turn::{ScriptedModel, TurnEngine, TurnOutcome};
 use mesh_memory::{ActorId, AgentId, ConversationId, EntryId, MessageId, RevisionId};
@@ -177,7 +175,7 @@ async fn source_actor_authenticated_confirmation_creates_the_grant() {
     let mut s = scene().await;
     let request = request_via_turn(&mut s).await;
     assert!(!selected_in(&s.db.store, &s, s.engineering).await.contains(&s.private_revision));
-    let queue = |state| s.db.store.list_sharing_requests(state);
+    let queue = |state| sharing::list_requests(&s.db.store, state);
     let states = |rows: Vec<SharingRequestView>| rows.into_iter().map(|r| (r.id, r.state)).collect::<Vec<_>>();
     assert_eq!(states(queue(Some(SharingState::Pending)).await.unwrap()), [(request.0, SharingState::Pending)]);
     assert!(queue(Some(SharingState::Approved)).await.unwrap().is_empty());

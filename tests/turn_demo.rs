@@ -6,8 +6,8 @@ mod common;
 
 use std::process::Command;
 
-use mesh_memory::privacy::sharing::SharingRequestId;
-use mesh_memory::store::{SharingState, WriteOperation};
+use mesh_memory::privacy::sharing::{SharingRequestId, SharingState};
+use mesh_memory::store::WriteOperation;
 use mesh_memory::turn::{get_turn, list_turns};
 
 fn cli() -> Command {

@@ -24,9 +24,9 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::eligibility::{revision_verdicts, EligibilityContext, PrivacyError};
-use crate::ids::{ActorId, AgentId, ConversationId, MessageId, RevisionId};
+use crate::ids::{ActorId, AgentId, ConversationId, EntryId, MessageId, RevisionId};
 use crate::sqlstate::ProjectSqlState;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, MAX_PAGE_SIZE};
 
 /// How long a pending request stays decidable.
 pub const REQUEST_LIFETIME_DAYS: i64 = 7;
@@ -420,4 +420,126 @@ pub async fn list_grants(pool: &PgPool, agent: AgentId) -> Result<Vec<GrantView>
     .bind(agent)
     .fetch_all(pool)
     .await?)
+}
+
+/// Where a sharing request stands (the `sharing_request_state` column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+#[sqlx(type_name = "sharing_request_state", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum SharingState {
+    /// Waiting for its voices' confirmations or an operator's decision.
+    Pending,
+    /// Released: a grant exists.
+    Approved,
+    /// Refused by an operator.
+    Denied,
+    /// Lapsed undecided.
+    Expired,
+}
+
+/// A sharing request as the operator queue shows it: the revision, who asked, where, and the
+/// proposed audience. Bodies are shown to operators, whose job is to judge them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct SharingRequestView {
+    /// Request id.
+    pub id: uuid::Uuid,
+    /// Where it stands.
+    pub state: SharingState,
+    /// Runtime agent.
+    pub runtime_agent_id: AgentId,
+    /// Its name.
+    pub agent_name: String,
+    /// The revision the request would release.
+    pub revision_id: RevisionId,
+    /// Its entry.
+    pub entry_id: EntryId,
+    /// Revision number.
+    pub revision_number: i32,
+    /// The revision's body.
+    pub body: String,
+    /// Whether the revision is still its live entry's current one (otherwise it cannot be approved).
+    pub revision_is_current: bool,
+    /// Who (which actor) asked.
+    pub requested_by: String,
+    /// Conversation the request was made in.
+    pub requested_in: String,
+    /// Conversation the memory would be shared into, if named.
+    pub target_conversation: Option<String>,
+    /// The model's stated reason.
+    pub rationale: String,
+    /// The proposed audience.
+    pub proposed_audience: Vec<ActorId>,
+    /// Their labels (`Name (id U123)`), same order.
+    pub proposed_audience_names: Vec<String>,
+    /// For a pending request, the voices (people whose words the revision holds and whose
+    /// evidence does not cover the proposed audience) who have not confirmed yet: the request
+    /// waits for them, or for an operator. Empty once decided.
+    pub missing_voices: Vec<ActorId>,
+    /// Their labels (`Name (id U123)`), same order.
+    pub missing_voice_names: Vec<String>,
+    /// When it was made.
+    pub created_at: DateTime<Utc>,
+    /// When it lapses.
+    pub expires_at: DateTime<Utc>,
+    /// When it was decided.
+    pub decided_at: Option<DateTime<Utc>>,
+    /// Who decided (an operator's role name or the source actor).
+    pub decided_by: Option<String>,
+    /// The recorded reason.
+    pub decision_reason: Option<String>,
+}
+
+/// Sharing requests in `state` (all states with `None`), oldest pending first so the queue
+/// is worked in order; at most [`MAX_PAGE_SIZE`].
+pub async fn list_requests(store: &Store, state: Option<SharingState>) -> Result<Vec<SharingRequestView>, StoreError> {
+    let requests: Vec<SharingRequestView> = sqlx::query_as(
+        "SELECT q.id, q.state, q.runtime_agent_id, ra.name AS agent_name, q.revision_id,
+                r.entry_id, r.revision_number, r.body,
+                EXISTS (SELECT 1 FROM memory_entries e WHERE e.current_revision_id = q.revision_id
+                           AND e.state = 'live') AS revision_is_current,
+                ra_by.display_name AS requested_by, rc.title AS requested_in, tc.title AS target_conversation,
+                q.rationale,
+                coalesce(array_agg(qa.actor_id ORDER BY aa.display_name, qa.actor_id)
+                         FILTER (WHERE qa.actor_id IS NOT NULL), '{}') AS proposed_audience,
+                '{}'::text[] AS proposed_audience_names,
+                missing.ids AS missing_voices, '{}'::text[] AS missing_voice_names,
+                q.created_at, q.expires_at, q.decided_at, q.decided_by, q.decision_reason
+           FROM sharing_requests q
+          CROSS JOIN LATERAL (SELECT CASE WHEN q.state = 'pending' THEN memory_sharing_missing_voices(q.id)
+                                          ELSE '{}'::uuid[] END AS ids) AS missing
+           JOIN runtime_agents ra ON ra.id = q.runtime_agent_id
+           JOIN memory_entry_revisions r ON r.id = q.revision_id
+           JOIN actors ra_by ON ra_by.id = q.requested_by_actor_id
+           JOIN conversations rc ON rc.id = q.requested_in_conversation_id
+           LEFT JOIN conversations tc ON tc.id = q.target_conversation_id
+           LEFT JOIN sharing_request_audience qa ON qa.request_id = q.id
+           LEFT JOIN actors aa ON aa.id = qa.actor_id
+          WHERE $1::sharing_request_state IS NULL OR q.state = $1
+          GROUP BY q.id, ra.name, r.entry_id, r.revision_number, r.body, ra_by.display_name, rc.title, tc.title,
+                   missing.ids
+          ORDER BY (q.state = 'pending') DESC, q.created_at, q.id
+          LIMIT $2",
+    )
+    .bind(state)
+    .bind(i64::from(MAX_PAGE_SIZE))
+    .fetch_all(store.pool())
+    .await?;
+    label_requests(store, requests).await
+}
+
+/// Fills each request's audience and missing-voice labels.
+async fn label_requests(
+    store: &Store,
+    mut requests: Vec<SharingRequestView>,
+) -> Result<Vec<SharingRequestView>, StoreError> {
+    let actors = requests.iter().flat_map(|r| r.proposed_audience.iter().chain(&r.missing_voices).copied()).collect();
+    let labels = store.actor_labels(actors).await?;
+    let label = |actor: &ActorId| labels.get(actor).cloned().unwrap_or_else(|| actor.to_string());
+    for request in &mut requests {
+        request.proposed_audience_names = request.proposed_audience.iter().map(label).collect();
+        request.missing_voice_names = request.missing_voices.iter().map(label).collect();
+    }
+    Ok(requests)
 }

@@ -11,12 +11,12 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RetrievalEventId, RevisionId, SourceId};
+use crate::privacy::repair::{self, RevisionUnderReview};
 use crate::privacy::{explain_entry, PrivacyError, RuleName};
 use crate::retrieval::audit::{list_events, RetrievalEventSummary};
 use crate::retrieval::{explain_event, EventExplanation, RetrievalError};
 use crate::store::{
-    AccessTokenView, ActorChoice, EntryHistory, LineageMessage, LineageRevision, RevisionUnderReview, SourceKind,
-    Store, StoreError,
+    AccessTokenView, ActorChoice, EntryHistory, LineageMessage, LineageRevision, SourceKind, Store, StoreError,
 };
 
 /// An entry with its whole history and the lineage nodes its sources name, for the entry page
@@ -162,7 +162,7 @@ pub async fn evidence_review_detail(
     store: &Store,
     revision: RevisionId,
 ) -> Result<Option<EvidenceReviewDetail>, StoreError> {
-    let Some(revision) = store.revision_under_review(revision).await? else { return Ok(None) };
+    let Some(revision) = repair::revision_under_review(store, revision).await? else { return Ok(None) };
     let audience_choices = store.audience_candidates(revision.runtime_agent_id).await?;
     Ok(Some(EvidenceReviewDetail { revision, audience_choices }))
 }
