@@ -1,4 +1,6 @@
-//! Legacy audience repair and operator evidence review.
+//! Legacy audience repair, operator evidence review and the review queue it is decided from
+//! ([`evidence_review`], [`revision_under_review`]: current revisions withheld for sources of
+//! unknown audience evidence, with the transcript facts an operator weighs).
 //!
 //! The rules live in SQL (`memory_direct_proof`, `memory_repair_audience_evidence`,
 //! `memory_review_source_evidence`, `memory_keep_source_evidence_unknown`; today's definitions are

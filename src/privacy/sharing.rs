@@ -17,6 +17,9 @@
 //!
 //! The runtime's role (`mesh_runtime`) has no privilege to write grants, so even a compromised
 //! runtime process cannot widen an audience by SQL.
+//!
+//! Operators decide from [`list_requests`] (through `operator::sharing_queue`): each request with
+//! its revision, proposed audience and, while pending, the voices it still waits for.
 
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};

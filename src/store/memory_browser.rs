@@ -1,8 +1,8 @@
 //! The console's memory browser: one keyset-paged list of entries with their current revision
 //! (tables `memory_entries`, `memory_entry_revisions`).
 //!
-//! Browsing must stay fast at millions of revisions, so every console list (this one, the evidence
-//! review queue in `privacy::repair`, retrieval events) is keyset-paginated on a
+//! Browsing must stay fast at millions of revisions, so every console list (this one, the
+//! evidence-review queue in `privacy::repair`, retrieval events) is keyset-paginated on a
 //! time-ordered UUIDv7 id (newest first) with a `LIMIT`: the next page starts strictly after the
 //! last id of the previous one, which an index range scan answers without counting or skipping
 //! rows. Filters are assembled from fixed SQL fragments with bound values (never from user text),
