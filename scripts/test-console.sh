@@ -19,6 +19,10 @@ echo "== console: build UI and app"
 (cd ui && npm run --silent build)
 # The UI is embedded at compile time: make sure the app crate sees a fresh ui/dist.
 touch src-tauri/build.rs
+# The core's lint (scripts/test.sh) cannot compile this crate (it embeds ui/dist): lint it now,
+# before the slow build and suites, so a compile error in the console fails in a minute.
+echo "== console: clippy"
+cargo clippy --locked -p mesh-memory-console --all-targets -- -D warnings
 cargo build --locked -p mesh-memory -p mesh-memory-console \
   --bin mesh-memory --bin mesh-memory-console --example e2e_fixture
 

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{test_db, World};
+use mesh_memory::privacy::repair::evidence_review;
 use mesh_memory::store::{
     connect_as, create_console_role, operator_rights, BrowseFilter, ConsoleRoleKind, EntryState, NewConversation,
     StoreError, Topology,
@@ -98,7 +99,7 @@ async fn evidence_review_lists_current_revisions_with_unknown_evidence_only() {
     let (forgotten, _) = world.remember(bridged, &ana, None, "Another forwarded fact").await;
     db.store.forget_entry(world.agent, forgotten).await.unwrap();
 
-    let page = db.store.evidence_review(None, None, 50).await.unwrap();
+    let page = evidence_review(&db.store, None, None, 50).await.unwrap();
     assert_eq!(page.items.len(), 1, "only the live, current, unknown-evidence revision: {:?}", page.items);
     let item = &page.items[0];
     assert_eq!((item.entry_id, item.revision_id), (withheld, withheld_rev));
@@ -345,7 +346,7 @@ async fn an_operator_reviews_unknown_evidence_as_their_own_role_and_a_reader_can
     let source = &views::evidence_review_detail(&op_store, revision).await.unwrap().unwrap().revision.sources[0];
     assert_eq!(source.kept_unknown_by.as_deref(), Some(operator.as_str()));
     assert_eq!(source.kept_unknown_note.as_deref(), Some("Ana has not replied yet"));
-    assert_eq!(op_store.evidence_review(None, None, 50).await.unwrap().items.len(), 1);
+    assert_eq!(evidence_review(&op_store, None, None, 50).await.unwrap().items.len(), 1);
 
     // Marking the proven audience makes it known: the lineage shows it, the queue empties.
     let marked = review_evidence(&op_pool, source_id, &proven, "Ana confirmed it was a 1:1 thread").await.unwrap();
@@ -357,7 +358,7 @@ async fn an_operator_reviews_unknown_evidence_as_their_own_role_and_a_reader_can
         EvidenceView::Known { actors: vec![ana.actor], labels: vec!["Ana (id U1)".to_owned()] }
     );
     assert_eq!(reviewed.evidence_basis, format!("operator review by {operator}"));
-    assert!(op_store.evidence_review(None, None, 50).await.unwrap().items.is_empty());
+    assert!(evidence_review(&op_store, None, None, 50).await.unwrap().items.is_empty());
 
     // A second review (say, another operator's stale form) is refused and writes nothing.
     let after = review_rows(&db).await;

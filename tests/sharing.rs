@@ -9,16 +9,14 @@ use std::sync::Arc;
 
 use common::{test_db, Person, TestDb, World};
 use mesh_memory::privacy::sharing::{
-    self, approve_as_operator, confirm_by_source_actor, deny_as_operator, list_pending, revoke_grant,
-    NewSharingRequest, SharingError, SharingRequestId,
+    self, approve_as_operator, confirm_by_source_actor, deny_as_operator, revoke_grant, NewSharingRequest,
+    SharingError, SharingRequestId, SharingRequestView, SharingState,
 };
 use mesh_memory::retrieval::{RetrievalConfig, RetrievalMode, Retriever, SearchRequest};
-use mesh_memory::store::{
-    Amendment, Direction, NewMessage, SharingRequestView, SharingState, Store, SubjectUpdate, Topology,
-};
+use mesh_memory::store::{Amendment, Direction, NewMessage, Store, SubjectUpdate, Topology};
 use mesh_memory::tools::ToolStatus;
 use mesh_memory::turn::{ScriptedModel, TurnEngine, TurnOutcome};
-use mesh_memory::{ConversationId, EntryId, MessageId, RevisionId};
+use mesh_memory::{ActorId, AgentId, ConversationId, EntryId, MessageId, RevisionId};
 use serde_json::json;
 
 struct Scene {
@@ -150,11 +148,18 @@ async fn no_tool_argument_however_crafted_creates_a_grant() {
     assert_eq!(report.tool_calls[0].status, ToolStatus::Rejected);
 
     assert_eq!(grants(&s.db).await, 0, "no tool call created a grant");
-    let pending = list_pending(&s.db.pool, Some(s.world.agent)).await.unwrap();
+    let pending = pending_requests(&s.db.store, Some(s.world.agent)).await;
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].revision_id, s.private_revision);
-    assert_eq!(pending[0].requested_by_actor_id, s.priya.actor, "the requester comes from the authenticated message");
+    assert_eq!(pending[0].requested_by, "Priya", "the requester comes from the authenticated message");
     assert!(!selected_in(&s.db.store, &s, s.engineering).await.contains(&s.private_revision));
+}
+
+/// The pending requests of the operator's queue (`operator::sharing_queue`, what the console and
+/// the CLI show), only `agent`'s when given.
+async fn pending_requests(store: &Store, agent: Option<AgentId>) -> Vec<SharingRequestView> {
+    let queue = mesh_memory::operator::sharing_queue(store, Some(SharingState::Pending)).await.unwrap();
+    queue.into_iter().filter(|r| agent.is_none_or(|a| r.runtime_agent_id == a)).collect()
 }
 
 /// The grant a confirmation created (panics when it only recorded a confirmation).
@@ -170,7 +175,7 @@ async fn source_actor_authenticated_confirmation_creates_the_grant() {
     let mut s = scene().await;
     let request = request_via_turn(&mut s).await;
     assert!(!selected_in(&s.db.store, &s, s.engineering).await.contains(&s.private_revision));
-    let queue = |state| s.db.store.list_sharing_requests(state);
+    let queue = |state| sharing::list_requests(&s.db.store, state);
     let states = |rows: Vec<SharingRequestView>| rows.into_iter().map(|r| (r.id, r.state)).collect::<Vec<_>>();
     assert_eq!(states(queue(Some(SharingState::Pending)).await.unwrap()), [(request.0, SharingState::Pending)]);
     assert!(queue(Some(SharingState::Approved)).await.unwrap().is_empty());
@@ -190,7 +195,7 @@ async fn source_actor_authenticated_confirmation_creates_the_grant() {
     assert_eq!(row.0, "source_actor_confirmation");
     assert_eq!(row.1, Some(s.priya.actor.0));
     assert_eq!(row.2, Some(confirmation.0));
-    assert!(list_pending(&s.db.pool, None).await.unwrap().is_empty(), "the request is decided");
+    assert!(pending_requests(&s.db.store, None).await.is_empty(), "the request is decided");
     // The grant releases exactly that revision to the channel.
     assert!(selected_in(&s.db.store, &s, s.engineering).await.contains(&s.private_revision));
     // A second confirmation is refused: already decided.
@@ -231,7 +236,7 @@ async fn another_actors_or_unauthenticated_confirmation_creates_no_grant() {
         Err(SharingError::ConfirmationNotAuthenticated)
     ));
     assert_eq!(grants(&s.db).await, 0);
-    assert_eq!(list_pending(&s.db.pool, None).await.unwrap().len(), 1);
+    assert_eq!(pending_requests(&s.db.store, None).await.len(), 1);
 }
 
 #[tokio::test]
@@ -494,12 +499,18 @@ async fn amended_by_another_voice(s: &mut Scene) -> (SharingRequestId, RevisionI
 async fn an_amender_cannot_release_another_persons_words_alone_every_voice_confirms() {
     let mut s = scene().await;
     let (request, revision) = amended_by_another_voice(&mut s).await;
-    let pending = list_pending(&s.db.pool, Some(s.world.agent)).await.unwrap();
-    let listed = pending.iter().find(|p| p.id == request).unwrap();
-    assert_eq!(listed.source_actor_id, Some(s.victor.actor), "the amender is the source actor");
+    let pending = pending_requests(&s.db.store, Some(s.world.agent)).await;
+    let listed = pending.iter().find(|p| p.id == request.0).unwrap();
+    let source_actor: Option<ActorId> =
+        sqlx::query_scalar("SELECT source_actor_id FROM memory_entry_revisions WHERE id = $1")
+            .bind(listed.revision_id)
+            .fetch_one(&s.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(source_actor, Some(s.victor.actor), "the amender is the source actor");
     let mut voices = vec![s.victor.actor, s.priya.actor];
     voices.sort();
-    assert_eq!(listed.missing_confirmations, voices, "both voices must confirm");
+    assert_eq!(listed.missing_voices, voices, "both voices must confirm");
 
     let from_victor = authenticated_dm(&s, s.dm_victor, &s.victor, "Yes, share it.").await;
     let recorded = confirm_by_source_actor(&s.db.pool, request, from_victor).await.unwrap();

@@ -6,7 +6,7 @@ mod common;
 
 use std::process::Command;
 
-use mesh_memory::privacy::sharing::list_pending;
+use mesh_memory::privacy::sharing::{SharingRequestId, SharingState};
 use mesh_memory::store::WriteOperation;
 use mesh_memory::turn::{get_turn, list_turns};
 
@@ -60,9 +60,10 @@ async fn demo_seed_runs_real_turns() {
     assert_eq!(incident.ledger.writes.len(), 2);
     assert!(incident.ledger.writes.iter().all(|w| w.operation == WriteOperation::Create && w.revision_number == 1));
 
-    let pending = list_pending(&db.pool, Some(workspace.agent)).await.unwrap();
+    let queue = mesh_memory::operator::sharing_queue(&db.store, Some(SharingState::Pending)).await.unwrap();
+    let pending: Vec<_> = queue.into_iter().filter(|r| r.runtime_agent_id == workspace.agent).collect();
     assert_eq!(pending.len(), 1);
-    assert_eq!(Some(pending[0].id), workspace.pending_sharing_request);
+    assert_eq!(Some(SharingRequestId(pending[0].id)), workspace.pending_sharing_request);
     let grants: i64 = sqlx::query_scalar("SELECT count(*) FROM sharing_grants").fetch_one(&db.pool).await.unwrap();
     assert_eq!(grants, 0);
 

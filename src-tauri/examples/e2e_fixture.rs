@@ -399,7 +399,7 @@ async fn browse_timing(store: &Store) -> Result<serde_json::Value> {
         );
     }
     let started = std::time::Instant::now();
-    store.evidence_review(None, None, 50).await?;
+    mesh_memory::privacy::repair::evidence_review(store, None, None, 50).await?;
     out.insert("evidence_review_ms".into(), (started.elapsed().as_secs_f64() * 1000.0).into());
     Ok(out.into())
 }

@@ -3,12 +3,9 @@
 //! CLI shares, `mesh_memory::views` and the store's read side for the browser's views.
 
 use mesh_memory::operator;
-use mesh_memory::privacy::repair::{EvidenceReviewDecision, ReviewedSource};
-use mesh_memory::privacy::sharing::SharingRequestId;
-use mesh_memory::store::{
-    ActorChoice, AgentSummary, BrowseFilter, ConversationChoice, EntryPage, EvidenceReviewPage, OperatorRights,
-    SharingRequestView, SharingState,
-};
+use mesh_memory::privacy::repair::{self, EvidenceReviewDecision, EvidenceReviewPage, ReviewedSource};
+use mesh_memory::privacy::sharing::{SharingRequestId, SharingRequestView, SharingState};
+use mesh_memory::store::{ActorChoice, AgentSummary, BrowseFilter, ConversationChoice, EntryPage, OperatorRights};
 use mesh_memory::views::{
     self, AccessTokenRow, EntryDetail, EvidenceReviewDetail, Explanation, RetrievalEventDetail, RetrievalEventList,
 };
@@ -101,7 +98,7 @@ pub async fn entry_detail(console: State<'_, Console>, entry_id: EntryId) -> Res
 #[tauri::command]
 #[specta::specta]
 pub async fn evidence_review(console: State<'_, Console>, after: Option<RevisionId>) -> Res<EvidenceReviewPage> {
-    Ok(console.store().await?.evidence_review(None, after, PAGE).await?)
+    Ok(repair::evidence_review(&console.store().await?, None, after, PAGE).await?)
 }
 
 /// One revision of the review queue: its unknown sources and the actors a review may name.

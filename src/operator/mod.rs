@@ -16,9 +16,9 @@ use uuid::Uuid;
 use crate::erasure::{self, ErasureError, ErasureOptions, ErasurePreview, ErasureReport, ErasureScope};
 use crate::ids::{AgentId, ConversationId, EntryId, SourceId};
 use crate::privacy::repair::{self, EvidenceReviewDecision, RepairError, ReviewedSource};
-use crate::privacy::sharing::{self, SharingError, SharingGrantId, SharingRequestId};
+use crate::privacy::sharing::{self, SharingError, SharingGrantId, SharingRequestId, SharingRequestView, SharingState};
 use crate::privacy::PrivacyError;
-use crate::store::{self, OperatorRights, SharingRequestView, SharingState, Store, StoreError};
+use crate::store::{self, OperatorRights, Store, StoreError};
 use crate::views::{self, AccessTokenRow, Explanation};
 
 /// Why an operator action or read did not happen. Nothing was written.
@@ -175,7 +175,7 @@ pub async fn sharing_queue(
     store: &Store,
     state: Option<SharingState>,
 ) -> Result<Vec<SharingRequestView>, OperatorError> {
-    Ok(store.list_sharing_requests(state).await?)
+    Ok(sharing::list_requests(store, state).await?)
 }
 
 /// MCP access tokens of `agent` (every agent with `None`), newest first, revoked ones included,

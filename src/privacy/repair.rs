@@ -1,4 +1,6 @@
-//! Legacy audience repair and operator evidence review.
+//! Legacy audience repair, operator evidence review and the review queue it is decided from
+//! ([`evidence_review`], [`revision_under_review`]: current revisions withheld for sources of
+//! unknown audience evidence, with the transcript facts an operator weighs).
 //!
 //! The rules live in SQL (`memory_direct_proof`, `memory_repair_audience_evidence`,
 //! `memory_review_source_evidence`, `memory_keep_source_evidence_unknown`; today's definitions are
@@ -9,10 +11,10 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sqlx::PgPool;
+use sqlx::{PgPool, Postgres, QueryBuilder};
 
-use crate::ids::{ActorId, ConversationId, EntryId, IdentityId, RevisionId, SourceId};
-use crate::store::Topology;
+use crate::ids::{ActorId, AgentId, ConversationId, EntryId, IdentityId, MessageId, RevisionId, SourceId};
+use crate::store::{page_size, SourceKind, Store, StoreError, Topology, PREVIEW_CHARS};
 
 /// Why a repair or review did not happen. Nothing was changed.
 #[derive(Debug, thiserror::Error)]
@@ -215,4 +217,197 @@ async fn review_error(operator_pool: &PgPool, source: SourceId, err: sqlx::Error
         Some("23503") => RepairError::UnknownActor,
         _ => RepairError::Database(err),
     }
+}
+
+/// A revision withheld from retrieval because a source's audience is not proven.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct EvidenceReviewItem {
+    /// The revision (also the keyset cursor).
+    pub revision_id: RevisionId,
+    /// Its entry.
+    pub entry_id: EntryId,
+    /// Owning runtime agent.
+    pub runtime_agent_id: AgentId,
+    /// Its name.
+    pub agent_name: String,
+    /// Revision number.
+    pub revision_number: i32,
+    /// The start of the body.
+    pub body_preview: String,
+    /// Rendered subject label.
+    pub subject_label: Option<String>,
+    /// When it was written.
+    pub created_at: DateTime<Utc>,
+    /// How many of its sources have unknown evidence.
+    #[cfg_attr(feature = "specta", specta(type = u32))] // a count: a plain TypeScript number
+    pub unknown_sources: i64,
+    /// Which kinds of source they are, deduplicated (in the order of their names).
+    pub unknown_source_kinds: Vec<SourceKind>,
+    /// Why their evidence is unknown, deduplicated.
+    pub evidence_bases: Vec<String>,
+}
+
+/// An evidence-review row as read, before its subject is labelled.
+#[derive(sqlx::FromRow)]
+struct ReviewRow {
+    #[sqlx(flatten)]
+    item: EvidenceReviewItem,
+    subject_actor_id: Option<ActorId>,
+}
+
+/// A page of the evidence-review queue.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct EvidenceReviewPage {
+    /// Newest first.
+    pub items: Vec<EvidenceReviewItem>,
+    /// Pass as `after` to get the next page.
+    pub next_after: Option<RevisionId>,
+}
+
+/// A revision in the evidence-review queue, with each of its sources of unknown evidence: what
+/// an operator needs to decide who could read them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct RevisionUnderReview {
+    /// The revision.
+    pub revision_id: RevisionId,
+    /// Its entry.
+    pub entry_id: EntryId,
+    /// Owning runtime agent.
+    pub runtime_agent_id: AgentId,
+    /// Revision number.
+    pub revision_number: i32,
+    /// The whole body: the operator judges what it would reveal.
+    pub body: String,
+    /// Its sources whose audience evidence is unknown, oldest first (empty once all are known).
+    pub sources: Vec<UnknownSource>,
+}
+
+/// One source of unknown audience evidence, with the transcript facts an operator weighs (who
+/// said it, where, who was recorded in that conversation then) and the last "left unknown" note.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct UnknownSource {
+    /// The source row (what a review names).
+    pub source_id: SourceId,
+    /// What it points at.
+    pub kind: SourceKind,
+    /// Why its evidence is unknown.
+    pub evidence_basis: String,
+    /// The message, for message sources.
+    pub message_id: Option<MessageId>,
+    /// Where the message was said.
+    pub conversation_title: Option<String>,
+    /// That conversation's recorded topology (`unknown` is the usual reason for review).
+    pub conversation_topology: Option<Topology>,
+    /// Who sent the message.
+    pub sender: Option<ActorId>,
+    /// Whether a connector authenticated the sender.
+    pub sender_authenticated: Option<bool>,
+    /// When it was sent.
+    pub sent_at: Option<DateTime<Utc>>,
+    /// The start of the message, or of the referenced revision for revision sources.
+    pub excerpt: Option<String>,
+    /// The referenced revision, for revision sources.
+    pub parent_revision_id: Option<RevisionId>,
+    /// Actors recorded as members of the conversation when the message was sent (never the agent
+    /// itself): a hint, not proof, since the topology is what is unknown.
+    pub members_when_sent: Vec<ActorId>,
+    /// The last operator note that left this source unknown: who, when and why.
+    pub kept_unknown_by: Option<String>,
+    /// When.
+    pub kept_unknown_at: Option<DateTime<Utc>>,
+    /// The note.
+    pub kept_unknown_note: Option<String>,
+}
+
+/// The evidence-review queue: current revisions of live entries with at least one source of
+/// unknown audience evidence (retrieval withholds them), newest first, keyset on revision id.
+pub async fn evidence_review(
+    store: &Store,
+    agent: Option<AgentId>,
+    after: Option<RevisionId>,
+    limit: u32,
+) -> Result<EvidenceReviewPage, StoreError> {
+    let size = page_size(limit);
+    let mut query = QueryBuilder::<Postgres>::new(
+        "SELECT r.id AS revision_id, r.entry_id, r.runtime_agent_id, ra.name AS agent_name, r.revision_number,
+                left(r.body, ",
+    );
+    query.push_bind(PREVIEW_CHARS);
+    query.push(
+        ") AS body_preview,
+                r.subject_actor_id, NULL::text AS subject_label,
+                r.created_at,
+                count(*) AS unknown_sources,
+                array_agg(DISTINCT s.kind::text)::revision_source_kind[] AS unknown_source_kinds,
+                array_agg(DISTINCT s.evidence_basis) AS evidence_bases
+           FROM revision_sources s
+           JOIN memory_entry_revisions r ON r.id = s.revision_id
+           JOIN memory_entries e ON e.current_revision_id = r.id AND e.state = 'live'
+           JOIN runtime_agents ra ON ra.id = r.runtime_agent_id
+          WHERE s.evidence = 'unknown'",
+    );
+    if let Some(agent) = agent {
+        query.push(" AND r.runtime_agent_id = ").push_bind(agent);
+    }
+    if let Some(after) = after {
+        query.push(" AND r.id < ").push_bind(after);
+    }
+    query.push(" GROUP BY r.id, ra.name ORDER BY r.id DESC LIMIT ").push_bind(size);
+    let rows: Vec<ReviewRow> = query.build_query_as().fetch_all(store.pool()).await?;
+    let labels = store.actor_labels(rows.iter().filter_map(|r| r.subject_actor_id).collect()).await?;
+    let items: Vec<EvidenceReviewItem> = rows
+        .into_iter()
+        .map(|row| {
+            let mut item = row.item;
+            item.subject_label = row.subject_actor_id.and_then(|s| labels.get(&s).cloned());
+            item
+        })
+        .collect();
+    let next_after = if items.len() as i64 == size { items.last().map(|i| i.revision_id) } else { None };
+    Ok(EvidenceReviewPage { items, next_after })
+}
+
+/// One revision with its sources of unknown evidence, for the review form; `None` when there
+/// is no such revision.
+pub async fn revision_under_review(
+    store: &Store,
+    revision: RevisionId,
+) -> Result<Option<RevisionUnderReview>, StoreError> {
+    let row: Option<(EntryId, AgentId, i32, String)> = sqlx::query_as(
+        "SELECT entry_id, runtime_agent_id, revision_number, body FROM memory_entry_revisions WHERE id = $1",
+    )
+    .bind(revision)
+    .fetch_optional(store.pool())
+    .await?;
+    let Some((entry_id, runtime_agent_id, revision_number, body)) = row else { return Ok(None) };
+    let sources: Vec<UnknownSource> = sqlx::query_as(
+        "SELECT s.id AS source_id, s.kind, s.evidence_basis, s.message_id,
+                c.title AS conversation_title, c.topology AS conversation_topology,
+                m.sender_actor_id AS sender, m.sender_identity_id IS NOT NULL AS sender_authenticated,
+                m.sent_at, left(coalesce(m.body, p.body), $2) AS excerpt, s.parent_revision_id,
+                coalesce((SELECT array_agg(DISTINCT cm.actor_id) FROM conversation_memberships cm
+                           WHERE cm.conversation_id = m.conversation_id AND cm.joined_at <= m.sent_at
+                             AND (cm.left_at IS NULL OR cm.left_at > m.sent_at)
+                             AND cm.actor_id <> (SELECT ra.actor_id FROM runtime_agents ra
+                                                  WHERE ra.id = s.runtime_agent_id)), '{}') AS members_when_sent,
+                k.role_name AS kept_unknown_by, k.acted_at AS kept_unknown_at, k.reason AS kept_unknown_note
+           FROM revision_sources s
+           LEFT JOIN messages m ON m.id = s.message_id
+           LEFT JOIN conversations c ON c.id = m.conversation_id
+           LEFT JOIN memory_entry_revisions p ON p.id = s.parent_revision_id
+           LEFT JOIN LATERAL (SELECT o.role_name, o.acted_at, o.reason FROM operator_actions o
+                               WHERE o.target_id = s.id AND o.action = 'keep_source_evidence_unknown'
+                               ORDER BY o.id DESC LIMIT 1) k ON true
+          WHERE s.revision_id = $1 AND s.evidence = 'unknown'
+          ORDER BY s.created_at, s.id",
+    )
+    .bind(revision)
+    .bind(PREVIEW_CHARS)
+    .fetch_all(store.pool())
+    .await?;
+    Ok(Some(RevisionUnderReview { revision_id: revision, entry_id, runtime_agent_id, revision_number, body, sources }))
 }

@@ -17,6 +17,9 @@
 //!
 //! The runtime's role (`mesh_runtime`) has no privilege to write grants, so even a compromised
 //! runtime process cannot widen an audience by SQL.
+//!
+//! Operators decide from [`list_requests`] (through `operator::sharing_queue`): each request with
+//! its revision, proposed audience and, while pending, the voices it still waits for.
 
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
@@ -24,9 +27,9 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::eligibility::{revision_verdicts, EligibilityContext, PrivacyError};
-use crate::ids::{ActorId, AgentId, ConversationId, MessageId, RevisionId};
+use crate::ids::{ActorId, AgentId, ConversationId, EntryId, MessageId, RevisionId};
 use crate::sqlstate::ProjectSqlState;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, MAX_PAGE_SIZE};
 
 /// How long a pending request stays decidable.
 pub const REQUEST_LIFETIME_DAYS: i64 = 7;
@@ -247,62 +250,6 @@ pub async fn create_request(store: &Store, new: NewSharingRequest) -> Result<Sha
     Ok(id)
 }
 
-/// A pending request as the console shows it for review (operator trust boundary: includes the
-/// revision body, so the reviewer sees exactly what would be released).
-#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
-pub struct PendingSharingRequest {
-    /// Request id.
-    pub id: SharingRequestId,
-    /// Runtime agent.
-    pub runtime_agent_id: AgentId,
-    /// The revision to release.
-    pub revision_id: RevisionId,
-    /// Its body.
-    pub body: String,
-    /// Its source actor.
-    pub source_actor_id: Option<ActorId>,
-    /// The voices whose confirmation is still missing (every voice whose evidence does not cover
-    /// the proposed audience must confirm, or an operator approves).
-    pub missing_confirmations: Vec<ActorId>,
-    /// Whether the revision is still current (otherwise it cannot be approved).
-    pub revision_is_current: bool,
-    /// Where it was requested.
-    pub requested_in_conversation_id: ConversationId,
-    /// Who was speaking when it was requested.
-    pub requested_by_actor_id: ActorId,
-    /// Where it would be released.
-    pub target_conversation_id: Option<ConversationId>,
-    /// Proposed audience.
-    pub audience: Vec<ActorId>,
-    /// The model's rationale.
-    pub rationale: String,
-    /// Created.
-    pub created_at: DateTime<Utc>,
-    /// Expires.
-    pub expires_at: DateTime<Utc>,
-}
-
-/// Pending, unexpired requests, oldest first; all agents when `agent` is `None`.
-pub async fn list_pending(pool: &PgPool, agent: Option<AgentId>) -> Result<Vec<PendingSharingRequest>, SharingError> {
-    Ok(sqlx::query_as(
-        "SELECT q.id, q.runtime_agent_id, q.revision_id, r.body, r.source_actor_id,
-                memory_sharing_missing_voices(q.id) AS missing_confirmations,
-                EXISTS (SELECT 1 FROM memory_entries e WHERE e.current_revision_id = r.id AND e.state = 'live')
-                    AS revision_is_current,
-                q.requested_in_conversation_id, q.requested_by_actor_id, q.target_conversation_id,
-                coalesce((SELECT array_agg(a.actor_id ORDER BY a.actor_id) FROM sharing_request_audience a
-                           WHERE a.request_id = q.id), '{}') AS audience,
-                q.rationale, q.created_at, q.expires_at
-           FROM sharing_requests q
-           JOIN memory_entry_revisions r ON r.id = q.revision_id
-          WHERE q.state = 'pending' AND q.expires_at > now() AND ($1::uuid IS NULL OR q.runtime_agent_id = $1)
-          ORDER BY q.created_at, q.id",
-    )
-    .bind(agent)
-    .fetch_all(pool)
-    .await?)
-}
-
 /// What a voice's confirmation did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
@@ -322,7 +269,7 @@ pub enum Confirmation {
 
 /// A connector-authenticated confirmation by a voice of the revision: `message` must be an
 /// inbound, identity-authenticated message from one of the voices still missing
-/// ([`PendingSharingRequest::missing_confirmations`]), in a direct conversation, recorded after
+/// ([`missing_confirmations`]), in a direct conversation, recorded after
 /// the request. Runs as the runtime role (the SQL function is SECURITY DEFINER).
 pub async fn confirm_by_source_actor(
     pool: &PgPool,
@@ -476,4 +423,126 @@ pub async fn list_grants(pool: &PgPool, agent: AgentId) -> Result<Vec<GrantView>
     .bind(agent)
     .fetch_all(pool)
     .await?)
+}
+
+/// Where a sharing request stands (the `sharing_request_state` column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+#[sqlx(type_name = "sharing_request_state", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum SharingState {
+    /// Waiting for its voices' confirmations or an operator's decision.
+    Pending,
+    /// Released: a grant exists.
+    Approved,
+    /// Refused by an operator.
+    Denied,
+    /// Lapsed undecided.
+    Expired,
+}
+
+/// A sharing request as the operator queue shows it: the revision, who asked, where, and the
+/// proposed audience. Bodies are shown to operators, whose job is to judge them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct SharingRequestView {
+    /// Request id.
+    pub id: uuid::Uuid,
+    /// Where it stands.
+    pub state: SharingState,
+    /// Runtime agent.
+    pub runtime_agent_id: AgentId,
+    /// Its name.
+    pub agent_name: String,
+    /// The revision the request would release.
+    pub revision_id: RevisionId,
+    /// Its entry.
+    pub entry_id: EntryId,
+    /// Revision number.
+    pub revision_number: i32,
+    /// The revision's body.
+    pub body: String,
+    /// Whether the revision is still its live entry's current one (otherwise it cannot be approved).
+    pub revision_is_current: bool,
+    /// Who (which actor) asked.
+    pub requested_by: String,
+    /// Conversation the request was made in.
+    pub requested_in: String,
+    /// Conversation the memory would be shared into, if named.
+    pub target_conversation: Option<String>,
+    /// The model's stated reason.
+    pub rationale: String,
+    /// The proposed audience.
+    pub proposed_audience: Vec<ActorId>,
+    /// Their labels (`Name (id U123)`), same order.
+    pub proposed_audience_names: Vec<String>,
+    /// For a pending request, the voices (people whose words the revision holds and whose
+    /// evidence does not cover the proposed audience) who have not confirmed yet: the request
+    /// waits for them, or for an operator. Empty once decided.
+    pub missing_voices: Vec<ActorId>,
+    /// Their labels (`Name (id U123)`), same order.
+    pub missing_voice_names: Vec<String>,
+    /// When it was made.
+    pub created_at: DateTime<Utc>,
+    /// When it lapses.
+    pub expires_at: DateTime<Utc>,
+    /// When it was decided.
+    pub decided_at: Option<DateTime<Utc>>,
+    /// Who decided (an operator's role name or the source actor).
+    pub decided_by: Option<String>,
+    /// The recorded reason.
+    pub decision_reason: Option<String>,
+}
+
+/// Sharing requests in `state` (all states with `None`), oldest pending first so the queue
+/// is worked in order; at most [`MAX_PAGE_SIZE`].
+pub async fn list_requests(store: &Store, state: Option<SharingState>) -> Result<Vec<SharingRequestView>, StoreError> {
+    let requests: Vec<SharingRequestView> = sqlx::query_as(
+        "SELECT q.id, q.state, q.runtime_agent_id, ra.name AS agent_name, q.revision_id,
+                r.entry_id, r.revision_number, r.body,
+                EXISTS (SELECT 1 FROM memory_entries e WHERE e.current_revision_id = q.revision_id
+                           AND e.state = 'live') AS revision_is_current,
+                ra_by.display_name AS requested_by, rc.title AS requested_in, tc.title AS target_conversation,
+                q.rationale,
+                coalesce(array_agg(qa.actor_id ORDER BY aa.display_name, qa.actor_id)
+                         FILTER (WHERE qa.actor_id IS NOT NULL), '{}') AS proposed_audience,
+                '{}'::text[] AS proposed_audience_names,
+                missing.ids AS missing_voices, '{}'::text[] AS missing_voice_names,
+                q.created_at, q.expires_at, q.decided_at, q.decided_by, q.decision_reason
+           FROM sharing_requests q
+          CROSS JOIN LATERAL (SELECT CASE WHEN q.state = 'pending' THEN memory_sharing_missing_voices(q.id)
+                                          ELSE '{}'::uuid[] END AS ids) AS missing
+           JOIN runtime_agents ra ON ra.id = q.runtime_agent_id
+           JOIN memory_entry_revisions r ON r.id = q.revision_id
+           JOIN actors ra_by ON ra_by.id = q.requested_by_actor_id
+           JOIN conversations rc ON rc.id = q.requested_in_conversation_id
+           LEFT JOIN conversations tc ON tc.id = q.target_conversation_id
+           LEFT JOIN sharing_request_audience qa ON qa.request_id = q.id
+           LEFT JOIN actors aa ON aa.id = qa.actor_id
+          WHERE $1::sharing_request_state IS NULL OR q.state = $1
+          GROUP BY q.id, ra.name, r.entry_id, r.revision_number, r.body, ra_by.display_name, rc.title, tc.title,
+                   missing.ids
+          ORDER BY (q.state = 'pending') DESC, q.created_at, q.id
+          LIMIT $2",
+    )
+    .bind(state)
+    .bind(i64::from(MAX_PAGE_SIZE))
+    .fetch_all(store.pool())
+    .await?;
+    label_requests(store, requests).await
+}
+
+/// Fills each request's audience and missing-voice labels.
+async fn label_requests(
+    store: &Store,
+    mut requests: Vec<SharingRequestView>,
+) -> Result<Vec<SharingRequestView>, StoreError> {
+    let actors = requests.iter().flat_map(|r| r.proposed_audience.iter().chain(&r.missing_voices).copied()).collect();
+    let labels = store.actor_labels(actors).await?;
+    let label = |actor: &ActorId| labels.get(actor).cloned().unwrap_or_else(|| actor.to_string());
+    for request in &mut requests {
+        request.proposed_audience_names = request.proposed_audience.iter().map(label).collect();
+        request.missing_voice_names = request.missing_voices.iter().map(label).collect();
+    }
+    Ok(requests)
 }

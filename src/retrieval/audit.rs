@@ -257,6 +257,35 @@ pub struct EventExplanation {
     pub created_at: DateTime<Utc>,
 }
 
+/// The event as `mesh-memory explain ID --event` prints it: mode, time and degradation, then each
+/// selection in rank order with its score and reason (the console's event page shows the same).
+impl std::fmt::Display for EventExplanation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "retrieval event {} ({:?}) at {}  degraded: {}",
+            self.event_id,
+            self.mode,
+            self.created_at.format("%Y-%m-%d %H:%M:%S"),
+            self.degradation_category.map_or("none", |c| c.as_str())
+        )?;
+        for (rank, s) in self.selections.iter().enumerate() {
+            let learned = s.learned_at.map(|t| format!("  learned {}", t.format("%Y-%m-%d %H:%M"))).unwrap_or_default();
+            write!(
+                f,
+                "\n{}. score {:.4}  entry {}  revision {}{}\n   why: {}",
+                rank + 1,
+                s.score,
+                s.entry_id,
+                s.revision_id,
+                learned,
+                s.reason
+            )?;
+        }
+        Ok(())
+    }
+}
+
 #[derive(sqlx::FromRow)]
 struct EventRow {
     id: RetrievalEventId,

@@ -60,6 +60,29 @@ pub struct AccessTokenView {
     pub revoked_at: Option<DateTime<Utc>>,
 }
 
+/// One line of `mesh-memory mcp token list`: id, binding, issue time, last use or revocation,
+/// label (the console's token table shows the same fields).
+impl std::fmt::Display for AccessTokenView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match (self.revoked_at, self.last_used_at) {
+            (Some(at), _) => format!("revoked {}", at.format("%Y-%m-%d %H:%M")),
+            (None, Some(at)) => format!("last used {}", at.format("%Y-%m-%d %H:%M")),
+            (None, None) => "never used".to_owned(),
+        };
+        write!(
+            f,
+            "{}  {} in {} as {}  created {}  {}  {}",
+            self.id,
+            self.agent_name,
+            self.conversation,
+            self.speaker,
+            self.created_at.format("%Y-%m-%d %H:%M"),
+            state,
+            self.label
+        )
+    }
+}
+
 /// A checked binding of an MCP session: the agent, the conversation every call is made in, and
 /// the authenticated speaker (a member of it when checked).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::identity::validate_name;
-use super::{Store, StoreError};
+use super::{Store, StoreError, PREVIEW_CHARS};
 use crate::ids::{ActorId, AgentId, ConversationId, IdentityId, MessageId};
 
 /// Who can read a conversation, structurally. `Unknown` yields unknown audience evidence.
@@ -355,5 +355,77 @@ impl Store {
                 Err(StoreError::invalid("conversation", format!("{text:?} matches several conversations; use its id")))
             }
         }
+    }
+}
+
+/// A conversation for pickers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct ConversationChoice {
+    /// Conversation id.
+    pub id: ConversationId,
+    /// Owning runtime agent.
+    pub runtime_agent_id: AgentId,
+    /// Title (e.g. `#engineering`).
+    pub title: String,
+    /// Who can read it, structurally.
+    pub topology: Topology,
+    /// Connector name.
+    pub connector: String,
+}
+
+/// A transcript message as the lineage graph shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct LineageMessage {
+    /// Message id.
+    pub id: MessageId,
+    /// Where it was said.
+    pub conversation_id: ConversationId,
+    /// That conversation's title.
+    pub conversation_title: String,
+    /// Received or sent by the agent.
+    pub direction: Direction,
+    /// Sender actor.
+    pub sender: ActorId,
+    /// Sender display name (current).
+    pub sender_name: String,
+    /// Whether a connector authenticated the sender.
+    pub authenticated: bool,
+    /// When it was sent.
+    pub sent_at: DateTime<Utc>,
+    /// The start of the message.
+    pub excerpt: String,
+}
+
+impl Store {
+    /// Conversations of `agent` (or of every agent), by title, for the explain picker.
+    pub async fn list_conversations(&self, agent: Option<AgentId>) -> Result<Vec<ConversationChoice>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT id, runtime_agent_id, title, topology, connector FROM conversations
+              WHERE $1::uuid IS NULL OR runtime_agent_id = $1
+              ORDER BY title, id",
+        )
+        .bind(agent)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// The transcript messages a lineage names, with sender and conversation, for the graph.
+    pub async fn lineage_messages(&self, messages: &[MessageId]) -> Result<Vec<LineageMessage>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT m.id, m.conversation_id, c.title AS conversation_title, m.direction,
+                    m.sender_actor_id AS sender, a.display_name AS sender_name,
+                    m.sender_identity_id IS NOT NULL AS authenticated, m.sent_at, left(m.body, $2) AS excerpt
+               FROM messages m
+               JOIN conversations c ON c.id = m.conversation_id
+               JOIN actors a ON a.id = m.sender_actor_id
+              WHERE m.id = ANY($1)
+              ORDER BY m.sent_at, m.id",
+        )
+        .bind(messages)
+        .bind(PREVIEW_CHARS)
+        .fetch_all(&self.pool)
+        .await?)
     }
 }

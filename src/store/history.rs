@@ -101,6 +101,48 @@ pub struct EntryHistory {
     pub revisions: Vec<RevisionView>,
 }
 
+/// The history as `mesh-memory show` prints it: the entry, then each revision with its lineage
+/// and each source's audience evidence (the console's entry page shows the same fields).
+impl std::fmt::Display for EntryHistory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "entry {}  state: {:?}  always-on: {}  restriction: {}",
+            self.entry_id, self.state, self.always_on, self.restriction
+        )?;
+        for r in &self.revisions {
+            let current = if r.id == self.current_revision_id { "  [current]" } else { "" };
+            write!(
+                f,
+                "\n\nrevision {} ({}) {}  written {}{}",
+                r.revision_number,
+                r.operation,
+                r.id,
+                r.created_at.format("%Y-%m-%d %H:%M"),
+                current
+            )?;
+            write!(f, "\n  learned: {} (UTC; when it was told)", r.learned_at.format("%Y-%m-%d %H:%M"))?;
+            write!(f, "\n  subject: {}", r.subject_label.as_deref().unwrap_or("(not resolved)"))?;
+            write!(f, "\n  source:  {}", r.source_label.as_deref().unwrap_or("(system)"))?;
+            write!(f, "\n  body:    {}", r.body)?;
+            write!(f, "\n  lineage:")?;
+            for s in &r.sources {
+                let target = match (&s.message_id, &s.parent_revision_id) {
+                    (Some(m), _) => format!("message {m}"),
+                    (_, Some(p)) => format!("revision {p}"),
+                    _ => String::new(),
+                };
+                let evidence = match &s.evidence {
+                    EvidenceView::Known { labels, .. } => format!("audience known: {}", labels.join(", ")),
+                    EvidenceView::Unknown => "audience UNKNOWN (withheld from retrieval)".to_owned(),
+                };
+                write!(f, "\n    - {:<18} {target}\n      {evidence}  [{}]", s.kind, s.evidence_basis)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(sqlx::FromRow)]
 struct EntryRow {
     id: EntryId,

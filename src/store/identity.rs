@@ -203,3 +203,101 @@ impl Store {
         }
     }
 }
+
+/// A runtime agent for pickers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct AgentSummary {
+    /// Agent id.
+    pub id: AgentId,
+    /// Unique name.
+    pub name: String,
+    /// Live entries it holds.
+    #[cfg_attr(feature = "specta", specta(type = u32))] // a count: a plain TypeScript number
+    pub live_entries: i64,
+}
+
+/// An actor for pickers, with the label prompts render for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct ActorChoice {
+    /// Actor id.
+    pub id: ActorId,
+    /// Person, agent or service.
+    pub kind: ActorKind,
+    /// `Name (id U123)`: distinct even when display names collide.
+    pub label: String,
+}
+
+impl Store {
+    /// Actors an operator may name as a proven audience of `agent`'s sources: everyone recorded
+    /// in one of its conversations or who sent it a message (never the agent itself).
+    pub async fn audience_candidates(&self, agent: AgentId) -> Result<Vec<ActorChoice>, StoreError> {
+        let ids: Vec<ActorId> = sqlx::query_scalar(
+            "SELECT cm.actor_id FROM conversation_memberships cm
+               JOIN conversations c ON c.id = cm.conversation_id WHERE c.runtime_agent_id = $1
+             UNION
+             SELECT m.sender_actor_id FROM messages m WHERE m.runtime_agent_id = $1 AND m.direction = 'inbound'
+             EXCEPT
+             SELECT ra.actor_id FROM runtime_agents ra WHERE ra.id = $1",
+        )
+        .bind(agent)
+        .fetch_all(&self.pool)
+        .await?;
+        self.actor_choices(&ids).await
+    }
+
+    /// Every runtime agent with its count of live entries, by name.
+    pub async fn list_runtime_agents(&self) -> Result<Vec<AgentSummary>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT ra.id, ra.name,
+                    (SELECT count(*) FROM memory_entries e WHERE e.runtime_agent_id = ra.id AND e.state = 'live')
+                        AS live_entries
+               FROM runtime_agents ra ORDER BY ra.name",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Actors that are the subject of at least one revision of `agent` (or of any agent), for the
+    /// subject filter, by label.
+    pub async fn list_subjects(&self, agent: Option<AgentId>) -> Result<Vec<ActorChoice>, StoreError> {
+        let ids: Vec<(ActorId,)> = sqlx::query_as(
+            "SELECT DISTINCT r.subject_actor_id FROM memory_entries e
+               JOIN memory_entry_revisions r ON r.id = e.current_revision_id
+              WHERE r.subject_actor_id IS NOT NULL AND ($1::uuid IS NULL OR e.runtime_agent_id = $1)",
+        )
+        .bind(agent)
+        .fetch_all(&self.pool)
+        .await?;
+        let ids: Vec<ActorId> = ids.into_iter().map(|r| r.0).collect();
+        self.actor_choices(&ids).await
+    }
+
+    /// `ids` as picker choices, by label.
+    async fn actor_choices(&self, ids: &[ActorId]) -> Result<Vec<ActorChoice>, StoreError> {
+        let mut choices: Vec<ActorChoice> = self
+            .actor_summaries(ids)
+            .await?
+            .into_iter()
+            .map(|a| ActorChoice { id: a.id, kind: a.kind, label: a.label() })
+            .collect();
+        choices.sort_by(|a, b| a.label.cmp(&b.label));
+        Ok(choices)
+    }
+
+    /// The labels of `actors` (`Victor (id U123)`) by [`ActorSummary::label`], the one
+    /// renderer prompts, tool results, the CLI and the console all show.
+    /// (A collected list, not an iterator: a borrowing iterator held across the await would make
+    /// the console's command futures not `Send`.)
+    pub(crate) async fn actor_labels(
+        &self,
+        actors: Vec<ActorId>,
+    ) -> Result<std::collections::HashMap<ActorId, String>, StoreError> {
+        let ids: Vec<ActorId> = actors.into_iter().collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        if ids.is_empty() {
+            return Ok(std::collections::HashMap::new());
+        }
+        Ok(self.actor_summaries(&ids).await?.into_iter().map(|a| (a.id, a.label())).collect())
+    }
+}

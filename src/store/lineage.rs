@@ -16,8 +16,10 @@ use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
 use sqlx::{Postgres, Transaction};
 
-use super::StoreError;
-use crate::ids::{AgentId, MessageId, RevisionId, SourceId};
+use chrono::{DateTime, Utc};
+
+use super::{StoreError, PREVIEW_CHARS};
+use crate::ids::{AgentId, EntryId, MessageId, RevisionId, SourceId};
 
 /// A lineage reference supplied with a write. The store validates that each belongs to the same
 /// runtime agent; a foreign or missing one rejects the whole write.
@@ -257,4 +259,36 @@ pub(crate) async fn copy_sources(
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+/// A revision that another revision names as a source, for the lineage graph.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct LineageRevision {
+    /// Revision id.
+    pub id: RevisionId,
+    /// Its entry.
+    pub entry_id: EntryId,
+    /// Revision number.
+    pub revision_number: i32,
+    /// When it was learned (`memory_learned_times`).
+    pub learned_at: DateTime<Utc>,
+    /// The start of its body.
+    pub body_preview: String,
+}
+
+impl super::Store {
+    /// The revisions a lineage names (parents and retrieved memories), for the graph.
+    pub async fn lineage_revisions(&self, revisions: &[RevisionId]) -> Result<Vec<LineageRevision>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT r.id, r.entry_id, r.revision_number, t.learned_at, left(r.body, $2) AS body_preview
+               FROM memory_entry_revisions r
+              CROSS JOIN LATERAL memory_learned_times(ARRAY[r.id]) AS t
+              WHERE r.id = ANY($1) ORDER BY r.id",
+        )
+        .bind(revisions)
+        .bind(PREVIEW_CHARS)
+        .fetch_all(&self.pool)
+        .await?)
+    }
 }

@@ -7,7 +7,6 @@
 //! SQL for a table lives in the submodule that owns it.
 
 mod access_tokens;
-mod browse;
 mod conversation;
 mod error;
 mod group_commit;
@@ -16,6 +15,7 @@ mod identity;
 pub mod lexical_statistics;
 mod lineage;
 mod memory;
+mod memory_browser;
 mod operators;
 
 use std::sync::Arc;
@@ -23,30 +23,38 @@ use std::sync::Arc;
 use sqlx::PgPool;
 
 pub use access_tokens::{AccessTokenView, IssuedToken, SpeakerBinding, TokenBinding};
-pub use browse::{
-    ActorChoice, AgentSummary, BrowseFilter, ConversationChoice, EntryPage, EntrySummary, EvidenceReviewItem,
-    EvidenceReviewPage, LineageMessage, LineageRevision, RevisionUnderReview, SharingRequestView, SharingState,
-    UnknownSource, MAX_PAGE_SIZE,
-};
 pub use conversation::{
-    ClosedAudience, ConversationSummary, DestinationAudience, Direction, Membership, NewConversation, NewMessage,
-    Topology,
+    ClosedAudience, ConversationChoice, ConversationSummary, DestinationAudience, Direction, LineageMessage,
+    Membership, NewConversation, NewMessage, Topology,
 };
 pub use error::StoreError;
 pub use group_commit::GroupCommit;
 pub use history::{EntryHistory, EvidenceView, RevisionView, SourceView};
-pub use identity::{ActorKind, ActorSummary};
+pub use identity::{ActorChoice, ActorKind, ActorSummary, AgentSummary};
 pub use lexical_statistics::fold_lexical_statistics;
-pub use lineage::{SourceKind, SourceRef};
+pub use lineage::{LineageRevision, SourceKind, SourceRef};
 pub use memory::{
     Amendment, CommittedWrite, CurrentRevision, EntryState, NewMemory, NothingChanged, NothingChangedReason,
     Restriction, RestrictionKind, RevisionOperation, SubjectUpdate, WriteOperation, WriteOutcome, MAX_BODY_CHARS,
     MAX_REFERENCE_MATCHES,
 };
+pub use memory_browser::{BrowseFilter, EntryPage, EntrySummary};
 pub use operators::{
     connect_as, create_console_role, operator_login_roles, operator_rights, scram_verifier, validate_role_name,
     ConsoleRoleKind, OperatorRights, MIN_OPERATOR_PASSWORD_CHARS,
 };
+
+/// The most rows one page of a console list may hold; larger requests are clamped, so a caller
+/// cannot ask the database for an unbounded scan.
+pub const MAX_PAGE_SIZE: u32 = 200;
+
+/// How many characters of a body or message a list row carries; detail views show the whole.
+pub(crate) const PREVIEW_CHARS: i32 = 280;
+
+/// A requested page size as a `LIMIT`, clamped to 1..=[`MAX_PAGE_SIZE`].
+pub(crate) fn page_size(limit: u32) -> i64 {
+    i64::from(limit.clamp(1, MAX_PAGE_SIZE))
+}
 
 /// Handle on the canonical PostgreSQL store. Cheap to clone (a pool and the queue of creates
 /// waiting for their group commit, both shared by the clones).

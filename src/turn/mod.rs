@@ -29,7 +29,7 @@ pub use engine::{
     HostedCall, HostedSession, PreparedTurn, ToolCallLog, TurnConfig, TurnEngine, TurnOutcome, TurnReport,
     DEFAULT_MAX_CALLS_PER_ROUND, DEFAULT_SYSTEM_PROMPT, MAX_ROUNDS,
 };
-pub use record::{get_turn, list_turns, TurnRecord};
+pub use record::{get_turn, list_turns, TurnRecord, TurnSummary};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;

@@ -106,6 +106,94 @@ pub struct TurnRecord {
     pub created_at: DateTime<Utc>,
 }
 
+/// The turn as `mesh-memory turn ID` prints it: outcome, the committed ledger, tool calls,
+/// claim-guard findings, the delivery recheck and the retrieval events to explain.
+impl std::fmt::Display for TurnRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "turn {}  outcome: {}  rounds: {}", self.id, self.outcome, self.rounds)?;
+        write!(f, "\n  conversation {}  inbound message {}", self.conversation_id, self.inbound_message_id)?;
+        if let Some(outbound) = self.outbound_message_id {
+            write!(f, "\n  delivered as message {outbound}")?;
+        }
+        if let Some(reason) = &self.failure_reason {
+            write!(f, "\n  not delivered: {reason}")?;
+        }
+        write!(f, "\ncommitted ledger (from the store's return values):")?;
+        if self.ledger.is_empty() {
+            write!(f, "\n  (nothing committed)")?;
+        }
+        for w in &self.ledger.writes {
+            let subject = if w.subject_changed { "  subject changed" } else { "" };
+            write!(
+                f,
+                "\n  {:<7} entry {} -> revision {} (#{}){subject}",
+                format!("{:?}", w.operation).to_lowercase(),
+                w.entry_id,
+                w.revision_id,
+                w.revision_number
+            )?;
+        }
+        for q in &self.ledger.sharing_requests {
+            write!(f, "\n  pending sharing request {} for revision {}", q.request_id, q.revision_id)?;
+        }
+        write!(f, "\ntool calls:")?;
+        if self.tool_calls.is_empty() {
+            write!(f, "\n  (none)")?;
+        }
+        for c in &self.tool_calls {
+            let error = c.error.as_deref().map(|e| format!("  {e}")).unwrap_or_default();
+            write!(f, "\n  round {} {:<24} {}{error}", c.round, c.name, c.status)?;
+        }
+        if let Some(claims) = self.unbacked_claims.as_array().filter(|c| !c.is_empty()) {
+            write!(f, "\nclaim guard: unbacked claims")?;
+            for c in claims {
+                write!(f, "\n  {} ({})", c["kind"].as_str().unwrap_or("?"), c["phrase"].as_str().unwrap_or(""))?;
+            }
+        }
+        if let Some(withheld) = &self.withheld {
+            write!(f, "\ndelivery recheck withheld the reply: {withheld}")?;
+        }
+        write!(f, "\nretrieval events (try `mesh-memory explain ID --event`):")?;
+        for e in &self.retrieval_event_ids {
+            write!(f, "\n  {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl TurnRecord {
+    /// The turn in one line, as `mesh-memory turns` lists it: id, time, outcome, rounds and what
+    /// it committed.
+    pub fn summary(&self) -> TurnSummary<'_> {
+        TurnSummary(self)
+    }
+}
+
+/// A turn in one line ([`TurnRecord::summary`]).
+pub struct TurnSummary<'a>(&'a TurnRecord);
+
+impl std::fmt::Display for TurnSummary<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = self.0;
+        let writes: Vec<String> = r
+            .ledger
+            .writes
+            .iter()
+            .map(|w| format!("{:?} {}", w.operation, w.entry_id).to_lowercase())
+            .chain(r.ledger.sharing_requests.iter().map(|q| format!("sharing request {}", q.request_id)))
+            .collect();
+        write!(
+            f,
+            "{}  {}  {:<18} rounds {}  {}",
+            r.id,
+            r.created_at.format("%Y-%m-%d %H:%M:%S"),
+            r.outcome,
+            r.rounds,
+            if writes.is_empty() { "no writes".to_owned() } else { writes.join(", ") }
+        )
+    }
+}
+
 #[derive(sqlx::FromRow)]
 struct TurnRow {
     id: TurnId,

@@ -1,6 +1,6 @@
 //! Operator views: what the console and the CLI show an operator, assembled once here so that
 //! neither shell collects ids or looks up labels itself. Each function reads through the store,
-//! retrieval or privacy APIs (the SQL stays with the module that owns each table) and renders
+//! retrieval, privacy or semantic APIs (the SQL stays with the module that owns each table) and renders
 //! actor ids as the labels prompts use (`Name (id U123)`, the id itself when the actor is gone).
 //!
 //! With the `specta` feature every view derives `specta::Type`, so the console's TypeScript
@@ -11,12 +11,13 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RetrievalEventId, RevisionId, SourceId};
+use crate::privacy::repair::{self, RevisionUnderReview};
 use crate::privacy::{explain_entry, PrivacyError, RuleName};
 use crate::retrieval::audit::{list_events, RetrievalEventSummary};
 use crate::retrieval::{explain_event, EventExplanation, RetrievalError};
+use crate::semantic;
 use crate::store::{
-    AccessTokenView, ActorChoice, EntryHistory, LineageMessage, LineageRevision, RevisionUnderReview, SourceKind,
-    Store, StoreError,
+    AccessTokenView, ActorChoice, EntryHistory, LineageMessage, LineageRevision, SourceKind, Store, StoreError,
 };
 
 /// An entry with its whole history and the lineage nodes its sources name, for the entry page
@@ -162,7 +163,7 @@ pub async fn evidence_review_detail(
     store: &Store,
     revision: RevisionId,
 ) -> Result<Option<EvidenceReviewDetail>, StoreError> {
-    let Some(revision) = store.revision_under_review(revision).await? else { return Ok(None) };
+    let Some(revision) = repair::revision_under_review(store, revision).await? else { return Ok(None) };
     let audience_choices = store.audience_candidates(revision.runtime_agent_id).await?;
     Ok(Some(EvidenceReviewDetail { revision, audience_choices }))
 }
@@ -236,11 +237,7 @@ struct Labels(HashMap<ActorId, String>);
 
 impl Labels {
     async fn of(store: &Store, actors: impl Iterator<Item = &ActorId>) -> Result<Self, StoreError> {
-        let mut actors: Vec<ActorId> = actors.copied().collect();
-        actors.sort();
-        actors.dedup();
-        let summaries = store.actor_summaries(&actors).await?;
-        Ok(Self(summaries.into_iter().map(|a| (a.id, a.label())).collect()))
+        Ok(Self(store.actor_labels(actors.copied().collect()).await?))
     }
 
     /// Each actor's label, or its id when the actor row is gone.
@@ -251,5 +248,63 @@ impl Labels {
     /// One actor's label, or its id when the actor row is gone.
     fn one(&self, actor: ActorId) -> String {
         self.0.get(&actor).cloned().unwrap_or_else(|| actor.to_string())
+    }
+}
+
+/// The semantic index as `mesh-memory index status` reports it: whether pgvector is installed,
+/// every embedding generation, the rebuild in progress and the outbox counts.
+#[derive(Clone, Debug, Serialize)]
+pub struct IndexStatus {
+    /// Every generation, oldest first.
+    pub generations: Vec<semantic::Generation>,
+    /// The outbox's counts.
+    pub outbox: semantic::OutboxStatus,
+    /// Whether the pgvector extension is installed (semantic search needs it).
+    pub pgvector: bool,
+    /// The rebuild in progress, if any.
+    pub rebuild: Option<semantic::RebuildProgress>,
+}
+
+/// The semantic index's generations, rebuild progress and outbox counts.
+pub async fn index_status(store: &Store) -> Result<IndexStatus, semantic::SemanticError> {
+    let pool = store.pool();
+    Ok(IndexStatus {
+        generations: semantic::list_generations(pool).await?,
+        rebuild: semantic::rebuild_progress(pool).await?,
+        outbox: semantic::outbox_status(pool).await?,
+        pgvector: semantic::pgvector_available(pool).await?,
+    })
+}
+
+/// One line per fact; a generation that embeds another document form than this version writes
+/// says that semantic search waits for a rebuild.
+impl std::fmt::Display for IndexStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pgvector: {}", if self.pgvector { "installed" } else { "missing (semantic search unavailable)" })?;
+        for g in &self.generations {
+            write!(
+                f,
+                "\ngeneration {}  {:?}  {}/{} ({} dimensions, embeds {})  created {}",
+                g.id, g.state, g.provider, g.model, g.dimension, g.document_form, g.created_at
+            )?;
+            if g.state == semantic::GenerationState::Active && g.document_form != semantic::DOCUMENT_FORM {
+                write!(
+                    f,
+                    "\n  its vectors embed another text ({}) than this version writes ({}): semantic search is \
+                     unavailable until `mesh-memory index rebuild`",
+                    g.document_form,
+                    semantic::DOCUMENT_FORM
+                )?;
+            }
+        }
+        if let Some(p) = &self.rebuild {
+            write!(
+                f,
+                "\nrebuild of generation {}: {}/{} current revisions embedded",
+                p.generation, p.embedded, p.total
+            )?;
+        }
+        let o = &self.outbox;
+        write!(f, "\noutbox: {} due, {} waiting to retry, {} parked, {} done", o.due, o.waiting, o.parked, o.done)
     }
 }

@@ -1,0 +1,355 @@
+//! The command line as clap parses it: `Cli`, every command and subcommand with its arguments
+//! and help text. No behaviour here: `dispatch` maps each parsed command to the core.
+
+use clap::{Parser, Subcommand};
+
+/// Durable, audience-safe, explainable memory for an AI agent runtime.
+///
+/// Without DATABASE_URL every command runs on the embedded PostgreSQL cluster under the data
+/// directory (MESH_DATA_DIR), starting it for the command and stopping it after, unless
+/// `db start` left it running.
+#[derive(Parser, Debug)]
+#[command(name = "mesh-memory", version, about)]
+pub(crate) struct Cli {
+    /// PostgreSQL URL; unset means the embedded cluster.
+    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
+    pub(crate) database_url: Option<String>,
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum Command {
+    /// Manage the embedded PostgreSQL cluster.
+    Db {
+        #[command(subcommand)]
+        action: DbAction,
+    },
+    /// Demo data.
+    Demo {
+        #[command(subcommand)]
+        action: DemoAction,
+    },
+    /// Show an entry's revision history with lineage and audience evidence.
+    Show {
+        /// Entry id: the full UUID, or the 12-digit short id a prompt or tool result showed.
+        entry: String,
+    },
+    /// Retrieve memories for a turn through the one retrieval service (prints scores and reasons).
+    /// Reads MESH_AGENT_MASTER_KEY for the audit query digest; without it no digest is recorded.
+    Recall {
+        /// Runtime agent name or id.
+        #[arg(long)]
+        agent: String,
+        /// Conversation id or external channel id (e.g. C-ENG).
+        #[arg(long)]
+        conversation: String,
+        /// Current speaker: connector external id (e.g. U456), display name or actor id.
+        #[arg(long)]
+        actor: Option<String>,
+        /// At most this many memories.
+        #[arg(long, default_value_t = mesh_memory::retrieval::DEFAULT_MAX_COUNT)]
+        max_count: u32,
+        /// Memory allowance in upper-bound tokens.
+        #[arg(long, default_value_t = mesh_memory::retrieval::DEFAULT_TOKEN_BUDGET)]
+        token_budget: u32,
+        /// Run (and audit) as automatic prompt assembly and print the prompt section.
+        #[arg(long)]
+        prompt: bool,
+        /// Query text; empty ranks by subject, conversation and recency.
+        #[arg(default_value = "")]
+        query: String,
+    },
+    /// The semantic index (embeddings are derived indexes of revision text). The embedder comes
+    /// from MESH_EMBEDDER: `local` (all-MiniLM-L6-v2; needs a `--features local-embedder` build
+    /// and scripts/setup-embedder.sh) or `openai` (MESH_EMBEDDER_URL, MESH_EMBEDDER_MODEL,
+    /// MESH_EMBEDDER_DIMENSION, optional MESH_EMBEDDER_API_KEY).
+    Index {
+        #[command(subcommand)]
+        action: IndexAction,
+    },
+    /// A throwaway Qdrant on loopback for tests and benchmarks (feature `qdrant`): the server
+    /// from `../shared/tools/qdrant/` (or MESH_QDRANT_BIN), state in MESH_QDRANT_DIR.
+    #[cfg(feature = "qdrant")]
+    Qdrant {
+        #[command(subcommand)]
+        action: QdrantAction,
+    },
+    /// Explain an entry's eligibility in a conversation (`explain ENTRY --conversation C`), or an
+    /// audited search (`explain EVENT --event`).
+    Explain {
+        /// Entry id (full, or the 12-digit short id a prompt showed), or retrieval event id with --event.
+        id: String,
+        /// Conversation id or external channel id (required for an entry).
+        #[arg(long)]
+        conversation: Option<String>,
+        /// Runtime agent name or id (default: the entry's owner).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Treat ID as a retrieval event id.
+        #[arg(long)]
+        event: bool,
+    },
+    /// Retrieval quality evaluation.
+    Eval {
+        #[command(subcommand)]
+        suite: EvalSuite,
+    },
+    /// Speed benchmark: synthetic stores of growing size, recall latency, write throughput.
+    Bench {
+        /// Store sizes in revisions, comma separated.
+        #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
+        sizes: Vec<usize>,
+        /// Searches per size.
+        #[arg(long, default_value_t = 300)]
+        queries: usize,
+        /// Seconds per write-throughput measurement.
+        #[arg(long, default_value_t = 5.0)]
+        write_seconds: f64,
+        /// Concurrent writers.
+        #[arg(long, default_value_t = 8)]
+        writers: usize,
+        /// Further writer counts at which group-committed remembers are measured again, comma
+        /// separated (throughput and latency depend on how many callers write at once). Each
+        /// adds `--write-seconds` of writes to the store, which a `--reuse` run then searches.
+        #[arg(long, value_delimiter = ',')]
+        remember_writers: Vec<usize>,
+        /// Keep the benchmark databases.
+        #[arg(long)]
+        keep: bool,
+        /// Measure the newest kept database of each size (from an earlier `--keep` run) instead
+        /// of loading a new one; it is kept again afterwards.
+        #[arg(long)]
+        reuse: bool,
+        /// Measure hybrid recall only up to this many revisions.
+        #[arg(long, default_value_t = 1_000_000)]
+        hybrid_max: usize,
+        /// Vector indexes to measure hybrid recall and the outbox drain with, side by side, comma
+        /// separated: `pgvector`, `qdrant` (QDRANT_URL, else a throwaway server),
+        /// `qdrant-cluster` (a throwaway three-node cluster, 3 shards, replication factor 2); the
+        /// Qdrant ones need a build with `--features qdrant`.
+        #[arg(long, value_delimiter = ',', default_value = "pgvector")]
+        vector_index: Vec<String>,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json_out: Option<std::path::PathBuf>,
+    },
+    /// Legacy audience repair: turn unknown evidence into known where the transcript proves it.
+    Repair {
+        /// Report what would change, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Why this repair runs (recorded in the evidence log).
+        #[arg(long, default_value = "mesh-memory repair")]
+        reason: String,
+    },
+    /// List recent agent turns with their outcome and committed writes.
+    Turns {
+        /// Runtime agent name or id (default: all).
+        #[arg(long)]
+        agent: Option<String>,
+        /// At most this many turns, newest first.
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+    /// Print one turn: its committed ledger, tool calls, claim-guard findings, delivery recheck
+    /// and retrieval events.
+    Turn {
+        /// Turn id.
+        id: String,
+    },
+    /// Interactive turns against an OpenAI-compatible model (MESH_MODEL_BASE_URL, MESH_MODEL_API_KEY,
+    /// MESH_MODEL). Each stdin line is an inbound message from the given connector identity;
+    /// `/confirm REQUEST_ID` confirms a sharing request as that person; `/quit` ends.
+    Chat {
+        /// Runtime agent name or id.
+        #[arg(long)]
+        agent: String,
+        /// Conversation id or external channel id (e.g. C-ENG).
+        #[arg(long)]
+        conversation: String,
+        /// The speaker's connector external id (e.g. U456); the connector is the conversation's.
+        #[arg(long = "as")]
+        speaker: String,
+    },
+    /// Serve memory to an agent host over the Model Context Protocol (stdio: JSON-RPC on stdin and
+    /// stdout; diagnostics go to stderr).
+    ///
+    /// The server is bound at launch to one runtime agent, one conversation and one speaker, and no
+    /// tool argument can change them: every tool call is recorded as that speaker's authenticated
+    /// message in that conversation, what it may recall is decided by that conversation's audience,
+    /// and what it writes carries that evidence (a memory made in a direct conversation stays
+    /// private to its members). Whoever writes the host configuration vouches for the speaker, as a
+    /// connector does for its users. Tools: remember, recall, amend, forget,
+    /// request_memory_sharing (the turn engine's own schemas and rules); prompt: memory_context.
+    ///
+    /// With `--http ADDR` (a loopback address, e.g. 127.0.0.1:8765) it serves streamable HTTP
+    /// instead, and each request is bound by the bearer token an operator issued with `mcp token
+    /// create` (agent, conversation and speaker, as above); a missing, unknown or revoked token gets
+    /// 401 and nothing is read or written.
+    #[cfg(feature = "mcp")]
+    #[command(args_conflicts_with_subcommands = true)]
+    Mcp {
+        #[command(subcommand)]
+        action: Option<McpAction>,
+        /// Runtime agent name or id (stdio).
+        #[arg(long, required_unless_present = "http")]
+        agent: Option<String>,
+        /// The conversation every call is made in: id or external channel id, e.g. D-PRIYA (stdio).
+        #[arg(long, required_unless_present = "http")]
+        conversation: Option<String>,
+        /// The bound speaker: their connector user id on the conversation's connector, e.g. U456
+        /// (stdio).
+        #[arg(long = "as", required_unless_present = "http")]
+        speaker: Option<String>,
+        /// Serve streamable HTTP on this loopback address instead of stdio (port 0 picks one;
+        /// the bound address is printed on stderr).
+        #[arg(long, conflicts_with_all = ["agent", "conversation", "speaker"])]
+        http: Option<std::net::SocketAddr>,
+    },
+}
+
+/// `mcp` subcommands.
+#[cfg(feature = "mcp")]
+#[derive(Subcommand, Debug)]
+pub(crate) enum McpAction {
+    /// Access tokens of the HTTP transport (stored only as hashes).
+    Token {
+        #[command(subcommand)]
+        action: TokenAction,
+    },
+}
+
+/// `mcp token` subcommands.
+#[cfg(feature = "mcp")]
+#[derive(Subcommand, Debug)]
+pub(crate) enum TokenAction {
+    /// Issue a token bound to an agent, a conversation and a speaker; prints it once.
+    Create {
+        /// Runtime agent name or id.
+        #[arg(long)]
+        agent: String,
+        /// Conversation id or external channel id.
+        #[arg(long)]
+        conversation: String,
+        /// The speaker's connector user id on the conversation's connector.
+        #[arg(long = "as")]
+        speaker: String,
+        /// What the token is for (shown in listings).
+        #[arg(long, default_value = "")]
+        label: String,
+    },
+    /// List tokens (never their secrets): binding, created, last used, revoked.
+    List {
+        /// Only this runtime agent's.
+        #[arg(long)]
+        agent: Option<String>,
+    },
+    /// Revoke a token now: its next request gets 401. Runs as your own operator login role
+    /// (member of `mesh_operator`; its password from MESH_OPERATOR_PASSWORD), which the database
+    /// records with the reason in `operator_actions`, exactly as the console's revoke does.
+    Revoke {
+        /// Token id (from `list`).
+        id: String,
+        /// Why (a ticket reference, say); required, 1 to 2000 characters.
+        #[arg(long)]
+        reason: String,
+        /// Your operator login role.
+        #[arg(long, env = "MESH_OPERATOR_ROLE")]
+        operator: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum IndexAction {
+    /// Embed and index the pending outbox work, then exit; `--watch` keeps running until Ctrl-C.
+    Run {
+        /// Keep polling the outbox until interrupted.
+        #[arg(long)]
+        watch: bool,
+    },
+    /// Build a new embedding generation from every current revision (progress bar on stderr) and
+    /// switch to it atomically; reruns resume an interrupted rebuild.
+    Rebuild {
+        /// Abandon the building generation instead (semantic search returns to the active one).
+        #[arg(long)]
+        abandon: bool,
+    },
+    /// Generations, rebuild progress and outbox counts.
+    Status,
+}
+
+#[cfg(feature = "qdrant")]
+#[derive(Subcommand, Debug)]
+pub(crate) enum QdrantAction {
+    /// Start a server (or `--nodes N` in distributed mode) on free loopback ports with its own
+    /// storage, wait until it is ready and leave it running; prints its gRPC URL.
+    Start {
+        /// Nodes: 1 is a plain server, more form a cluster.
+        #[arg(long, default_value_t = 1)]
+        nodes: usize,
+    },
+    /// Print the gRPC URL of the running throwaway Qdrant (what QDRANT_URL takes).
+    Url,
+    /// Stop it and remove its storage.
+    Stop,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum DbAction {
+    /// Initialize (first time) and start the cluster, leaving it running.
+    Start {
+        /// Throwaway cluster for tests: fsync off.
+        #[arg(long)]
+        ephemeral: bool,
+    },
+    /// Stop the cluster.
+    Stop,
+    /// Report whether the cluster is initialized and running.
+    Status,
+    /// Apply pending migrations.
+    Migrate,
+    /// Print the connection URL of the embedded cluster (it contains the generated password).
+    Url,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum EvalSuite {
+    /// LoCoMo-format data: every turn a memory, every question with evidence a query; recall@5,
+    /// recall@10, nDCG@10 and MRR per variant and category, against BM25 in the same run.
+    Locomo {
+        /// The LoCoMo JSON file (read in place; never copy it into the repository).
+        path: std::path::PathBuf,
+        /// Evaluate at most this many samples.
+        #[arg(long)]
+        max_samples: Option<usize>,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json_out: Option<std::path::PathBuf>,
+        /// Also write one JSON line per question and variant to this file: sample id, question
+        /// index, category, evidence ids, the selected turn ids in rank order, the rendered prompt
+        /// section and whether it holds the answer. No question text.
+        #[arg(long)]
+        questions_out: Option<std::path::PathBuf>,
+        /// Keep the scratch database.
+        #[arg(long)]
+        keep: bool,
+        /// Retrieval settings for every variant, `name=value[,name=value]` (e.g.
+        /// `semantic_weight=0.5,bm25_b=0.6`); names are `RetrievalConfig`'s tunable fields.
+        #[arg(long = "set", value_name = "SETTINGS")]
+        settings: Vec<String>,
+        /// Also evaluate a hybrid variant with other settings, `NAME:name=value[,...]`, reported as
+        /// `hybrid:NAME` (repeatable; every variant shares one load of the data).
+        #[arg(long = "also", value_name = "NAME:SETTINGS")]
+        also: Vec<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum DemoAction {
+    /// Create the demo workspace (once).
+    Seed,
+}
