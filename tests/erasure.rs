@@ -329,3 +329,52 @@ async fn an_erasure_that_fails_halfway_or_whose_scope_changed_erases_nothing() {
     session.erase(&preview, "DSR-7", &with_key()).await.unwrap();
     assert_eq!(rows_containing(&s.db, CANARY_TOKEN).await, vec![]);
 }
+
+fn cli(db: &TestDb, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_mesh-memory"))
+        .args(args)
+        .env("DATABASE_URL", &db.url)
+        .env_remove("MESH_AGENT_MASTER_KEY")
+        .envs(env.iter().copied())
+        .output()
+        .expect("run mesh-memory")
+}
+
+#[tokio::test]
+async fn the_cli_previews_erases_as_the_operator_and_verifies() {
+    let mut s = scene().await;
+    dana_tells_the_canary(&mut s).await;
+    let master = std::str::from_utf8(KEY).unwrap();
+
+    let dry = cli(&s.db, &["erase", "person", "U321", "--dry-run"], &[]);
+    let shown = String::from_utf8_lossy(&dry.stdout);
+    assert!(dry.status.success(), "{}", String::from_utf8_lossy(&dry.stderr));
+    assert!(shown.contains("1 revisions, 2 messages sent, 2 replies") && shown.contains("canary-7Q4Z"), "{shown}");
+    assert!(!rows_containing(&s.db, CANARY_TOKEN).await.is_empty(), "a dry run changes nothing");
+
+    let (role, password, _) = login_role_with_password(&s.db, "eraser", "mesh_eraser").await;
+    let missing = cli(&s.db, &["erase", "person", "U321", "--operator", &role], &[]);
+    assert!(!missing.status.success(), "a reason is required");
+    let erased = cli(
+        &s.db,
+        &["--json", "erase", "person", "U321", "--reason", "DSR-99", "--operator", &role],
+        &[("MESH_OPERATOR_PASSWORD", &password), ("MESH_AGENT_MASTER_KEY", master)],
+    );
+    assert!(erased.status.success(), "{}", String::from_utf8_lossy(&erased.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&erased.stdout).unwrap();
+    assert_eq!(report["erased_by"], role.as_str());
+    assert_eq!(report["counts"]["revisions"], 1);
+    assert_eq!(rows_containing(&s.db, CANARY_TOKEN).await, vec![]);
+    let (recorded_role,): (String,) =
+        sqlx::query_as("SELECT role_name FROM operator_actions WHERE action = 'erase' AND reason = 'DSR-99'")
+            .fetch_one(&s.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(recorded_role, role);
+
+    let id = report["erasure_id"].as_str().unwrap();
+    let verified = cli(&s.db, &["erase", "verify", id], &[("MESH_AGENT_MASTER_KEY", master)]);
+    let text = String::from_utf8_lossy(&verified.stdout);
+    assert!(verified.status.success(), "{text}{}", String::from_utf8_lossy(&verified.stderr));
+    assert!(text.contains("verified: nothing of it is left") && text.contains("text found:            0"), "{text}");
+}

@@ -13,7 +13,9 @@
 use sqlx::postgres::PgConnectOptions;
 use uuid::Uuid;
 
-use crate::erasure::{self, ErasureError, ErasureOptions, ErasurePreview, ErasureReport, ErasureScope};
+use crate::erasure::{
+    self, ErasureError, ErasureOptions, ErasurePreview, ErasureReport, ErasureScope, ErasureVerification,
+};
 use crate::ids::{AgentId, ConversationId, EntryId, SourceId};
 use crate::privacy::repair::{self, EvidenceReviewDecision, RepairError, ReviewedSource};
 use crate::privacy::sharing::{self, SharingError, SharingGrantId, SharingRequestId, SharingRequestView, SharingState};
@@ -167,6 +169,19 @@ impl OperatorSession {
             self.rights.erase_limitation.clone().unwrap_or_else(|| "this role may not erase".to_owned()),
         ))
     }
+}
+
+/// What erasing `scope` would remove now (counts per kind, the revisions), read with the store's
+/// own privileges: `erase --dry-run` and the console's preview before an eraser confirms.
+pub async fn erasure_preview(store: &Store, scope: &ErasureScope) -> Result<ErasurePreview, OperatorError> {
+    Ok(erasure::preview(store.pool(), scope).await?)
+}
+
+/// Checks an erasure ([`erasure::verify`]) with the fingerprint key from `MESH_AGENT_MASTER_KEY`
+/// (without it, the text scan is reported as not run). Anyone who may read the tables may run it.
+pub async fn verify_erasure(store: &Store, erasure_id: Uuid) -> Result<ErasureVerification, OperatorError> {
+    let key = crate::service::fingerprint_key_from_environment().map_err(ErasureError::from)?;
+    Ok(erasure::verify(store.pool(), erasure_id, key.as_ref()).await?)
 }
 
 /// The sharing queue: requests in `state` (every state with `None`), oldest pending first, each

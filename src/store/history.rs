@@ -125,6 +125,9 @@ impl std::fmt::Display for EntryHistory {
             write!(f, "\n  subject: {}", r.subject_label.as_deref().unwrap_or("(not resolved)"))?;
             write!(f, "\n  source:  {}", r.source_label.as_deref().unwrap_or("(system)"))?;
             write!(f, "\n  body:    {}", r.body)?;
+            if let Some(erased) = &r.erased {
+                write!(f, "  ({erased})")?;
+            }
             write!(f, "\n  lineage:")?;
             for s in &r.sources {
                 let target = match (&s.message_id, &s.parent_revision_id) {

@@ -33,6 +33,15 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: DemoAction,
     },
+    /// Erase stored text under operator authority: the one destructive operation. The bodies of
+    /// the erased revisions and messages (and their copies in turn records, replies, rationales
+    /// and notes) become `[erased]`; ids, lineage and audits stay. Signs in as --operator (a member
+    /// of mesh_eraser) with MESH_OPERATOR_PASSWORD; MESH_AGENT_MASTER_KEY keys the fingerprints
+    /// `erase verify` scans for.
+    Erase {
+        #[command(subcommand)]
+        action: EraseAction,
+    },
     /// Show an entry's revision history with lineage and audience evidence.
     Show {
         /// Entry id: the full UUID, or the 12-digit short id a prompt or tool result showed.
@@ -352,4 +361,47 @@ pub(crate) enum EvalSuite {
 pub(crate) enum DemoAction {
     /// Create the demo workspace (once).
     Seed,
+}
+
+/// `erase` subcommands.
+#[derive(Subcommand, Debug)]
+pub(crate) enum EraseAction {
+    /// Every revision of one entry.
+    Entry {
+        /// Entry id: the full UUID or the 12-digit short id.
+        entry: String,
+        #[command(flatten)]
+        confirm: EraseConfirmation,
+    },
+    /// Every memory about or told by one person, and the messages they sent.
+    Person {
+        /// The person: connector external id (e.g. U321), display name or actor id.
+        person: String,
+        /// Only within this runtime agent (name or id); every agent without it.
+        #[arg(long)]
+        agent: Option<String>,
+        #[command(flatten)]
+        confirm: EraseConfirmation,
+    },
+    /// Check an erasure: erased bodies are markers, no embedding or search row is left, and (with
+    /// the MESH_AGENT_MASTER_KEY it ran with) no text or JSON column of any table holds its text.
+    /// Exits 1 when anything is found.
+    Verify {
+        /// Erasure id (printed by `erase entry|person`).
+        erasure: String,
+    },
+}
+
+/// What every erasure asks for.
+#[derive(clap::Args, Debug)]
+pub(crate) struct EraseConfirmation {
+    /// Why (a ticket reference, say); required, 1 to 2000 characters.
+    #[arg(long, required_unless_present = "dry_run")]
+    pub(crate) reason: Option<String>,
+    /// Show what would be erased (counts per kind and the revisions) and change nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Your operator login role (a member of mesh_eraser).
+    #[arg(long, env = "MESH_OPERATOR_ROLE", required_unless_present = "dry_run")]
+    pub(crate) operator: Option<String>,
 }

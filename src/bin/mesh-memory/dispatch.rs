@@ -11,7 +11,7 @@ use mesh_memory::EntryId;
 
 #[cfg(feature = "qdrant")]
 use crate::args::QdrantAction;
-use crate::args::{Cli, Command, DbAction, DemoAction, EvalSuite, IndexAction};
+use crate::args::{Cli, Command, DbAction, DemoAction, EraseAction, EraseConfirmation, EvalSuite, IndexAction};
 #[cfg(feature = "mcp")]
 use crate::args::{McpAction, TokenAction};
 use crate::print;
@@ -135,6 +135,9 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
                 chat(&store, &agent, &conversation, &speaker).await
             })
             .await
+        }
+        Command::Erase { action } => {
+            with_store(cli.database_url.as_deref(), |store| async move { erase(&store, action, cli.json).await }).await
         }
         Command::Show { entry } => {
             with_store(cli.database_url.as_deref(), |store| async move {
@@ -601,7 +604,6 @@ async fn mcp(store: &Store, agent: &str, conversation: &str, speaker: &str) -> R
 /// Signs in to the store's server as the operator's own login role, its password read from
 /// MESH_OPERATOR_PASSWORD (never a command-line argument, which other users of the machine can
 /// read).
-#[cfg(feature = "mcp")]
 async fn operator_session(store: &Store, role: &str) -> Result<operator::OperatorSession> {
     let password = std::env::var("MESH_OPERATOR_PASSWORD")
         .ok()
@@ -611,6 +613,51 @@ async fn operator_session(store: &Store, role: &str) -> Result<operator::Operato
     operator::OperatorSession::sign_in(&server, role, &password)
         .await
         .with_context(|| format!("cannot sign in as operator role {role:?}"))
+}
+
+/// `mesh-memory erase ...`: preview, then (unless `--dry-run`) erase as the operator's own role.
+async fn erase(store: &Store, action: EraseAction, json: bool) -> Result<()> {
+    use mesh_memory::erasure::{ErasureOptions, ErasureScope};
+    let (scope, confirm) = match action {
+        EraseAction::Verify { erasure } => {
+            let id: uuid::Uuid = erasure.trim().parse().with_context(|| format!("{erasure:?} is not an erasure id"))?;
+            let verified = operator::verify_erasure(store, id).await?;
+            print::view(json, &verified)?;
+            anyhow::ensure!(verified.is_clean(), "erasure {id} is not clean");
+            return Ok(());
+        }
+        EraseAction::Entry { entry, confirm } => {
+            (ErasureScope::Entry { entry: store.find_entry(&entry).await? }, confirm)
+        }
+        EraseAction::Person { person, agent, confirm } => {
+            let actor = store.find_actor(&person).await?;
+            let agent = match agent {
+                Some(agent) => Some(store.find_runtime_agent(&agent).await?),
+                None => None,
+            };
+            (ErasureScope::Person { actor, agent }, confirm)
+        }
+    };
+    let EraseConfirmation { reason, dry_run, operator: role } = confirm;
+    if dry_run {
+        return print::view(json, &operator::erasure_preview(store, &scope).await?);
+    }
+    let (Some(reason), Some(role)) = (reason, role) else {
+        anyhow::bail!("an erasure needs --reason and --operator (or --dry-run)");
+    };
+    let session = operator_session(store, &role).await?;
+    let erased = async {
+        let preview = session.preview_erasure(&scope).await?;
+        if !json {
+            print::line(&preview);
+        }
+        let key = mesh_memory::service::fingerprint_key_from_environment()?;
+        let options = ErasureOptions { fingerprint_key: key, ..ErasureOptions::default() };
+        anyhow::Ok(session.erase(&preview, &reason, &options).await?)
+    }
+    .await;
+    session.close().await;
+    print::view(json, &erased?)
 }
 
 /// `mesh-memory mcp token ...`.
