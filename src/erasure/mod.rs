@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use crate::ids::{ActorId, AgentId, EntryId, RevisionId, ShortEntryId};
+use crate::ids::{ActorId, AgentId, EntryId, MessageId, RevisionId, ShortEntryId};
 use crate::sqlstate::ProjectSqlState;
 pub use fingerprint::FingerprintKey;
 
@@ -623,18 +623,33 @@ pub async fn notes_for_revisions(
     revisions: &[RevisionId],
 ) -> Result<BTreeMap<RevisionId, ErasureNote>, sqlx::Error> {
     let ids: Vec<Uuid> = revisions.iter().map(|r| r.0).collect();
-    let rows: Vec<(Uuid, Uuid, String, String, String)> = sqlx::query_as(
-        "SELECT x.revision_id, e.id, e.erased_by, to_char(e.erased_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), e.reason
-           FROM erased_revisions x JOIN erasures e ON e.id = x.erasure_id
-          WHERE x.revision_id = ANY($1)",
-    )
-    .bind(&ids)
-    .fetch_all(pool)
-    .await?;
+    Ok(notes(pool, ERASED_REVISION_NOTES, &ids).await?.into_iter().map(|(id, note)| (RevisionId(id), note)).collect())
+}
+
+/// The erasure notes of the given messages that were erased.
+pub async fn notes_for_messages(
+    pool: &PgPool,
+    messages: &[MessageId],
+) -> Result<BTreeMap<MessageId, ErasureNote>, sqlx::Error> {
+    let ids: Vec<Uuid> = messages.iter().map(|m| m.0).collect();
+    Ok(notes(pool, ERASED_MESSAGE_NOTES, &ids).await?.into_iter().map(|(id, note)| (MessageId(id), note)).collect())
+}
+
+const ERASED_REVISION_NOTES: &str = "SELECT x.revision_id, e.id, e.erased_by,
+        to_char(e.erased_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), e.reason
+   FROM erased_revisions x JOIN erasures e ON e.id = x.erasure_id
+  WHERE x.revision_id = ANY($1)";
+
+const ERASED_MESSAGE_NOTES: &str = "SELECT x.message_id, e.id, e.erased_by,
+        to_char(e.erased_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), e.reason
+   FROM erased_messages x JOIN erasures e ON e.id = x.erasure_id
+  WHERE x.message_id = ANY($1)";
+
+async fn notes(pool: &PgPool, statement: &'static str, ids: &[Uuid]) -> Result<Vec<(Uuid, ErasureNote)>, sqlx::Error> {
+    let rows: Vec<(Uuid, Uuid, String, String, String)> =
+        sqlx::query_as(statement).bind(ids).fetch_all(pool).await?;
     Ok(rows
         .into_iter()
-        .map(|(rev, id, by, on, reason)| {
-            (RevisionId(rev), ErasureNote { erasure_id: id, erased_by: by, erased_on: on, reason })
-        })
+        .map(|(target, id, by, on, reason)| (target, ErasureNote { erasure_id: id, erased_by: by, erased_on: on, reason }))
         .collect())
 }

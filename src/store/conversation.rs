@@ -394,8 +394,11 @@ pub struct LineageMessage {
     pub authenticated: bool,
     /// When it was sent.
     pub sent_at: DateTime<Utc>,
-    /// The start of the message.
+    /// The start of the message (`[erased]` once erased).
     pub excerpt: String,
+    /// Who erased it, when and why (`None`: not erased).
+    #[sqlx(skip)]
+    pub erased: Option<crate::erasure::ErasureNote>,
 }
 
 impl Store {
@@ -413,7 +416,7 @@ impl Store {
 
     /// The transcript messages a lineage names, with sender and conversation, for the graph.
     pub async fn lineage_messages(&self, messages: &[MessageId]) -> Result<Vec<LineageMessage>, StoreError> {
-        Ok(sqlx::query_as(
+        let mut rows: Vec<LineageMessage> = sqlx::query_as(
             "SELECT m.id, m.conversation_id, c.title AS conversation_title, m.direction,
                     m.sender_actor_id AS sender, a.display_name AS sender_name,
                     m.sender_identity_id IS NOT NULL AS authenticated, m.sent_at, left(m.body, $2) AS excerpt
@@ -426,6 +429,11 @@ impl Store {
         .bind(messages)
         .bind(PREVIEW_CHARS)
         .fetch_all(&self.pool)
-        .await?)
+        .await?;
+        let mut notes = crate::erasure::notes_for_messages(&self.pool, messages).await?;
+        for row in &mut rows {
+            row.erased = notes.remove(&row.id);
+        }
+        Ok(rows)
     }
 }

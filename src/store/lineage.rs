@@ -273,14 +273,17 @@ pub struct LineageRevision {
     pub revision_number: i32,
     /// When it was learned (`memory_learned_times`).
     pub learned_at: DateTime<Utc>,
-    /// The start of its body.
+    /// The start of its body (`[erased]` once erased).
     pub body_preview: String,
+    /// Who erased its text, when and why (`None`: not erased).
+    #[sqlx(skip)]
+    pub erased: Option<crate::erasure::ErasureNote>,
 }
 
 impl super::Store {
     /// The revisions a lineage names (parents and retrieved memories), for the graph.
     pub async fn lineage_revisions(&self, revisions: &[RevisionId]) -> Result<Vec<LineageRevision>, StoreError> {
-        Ok(sqlx::query_as(
+        let mut rows: Vec<LineageRevision> = sqlx::query_as(
             "SELECT r.id, r.entry_id, r.revision_number, t.learned_at, left(r.body, $2) AS body_preview
                FROM memory_entry_revisions r
               CROSS JOIN LATERAL memory_learned_times(ARRAY[r.id]) AS t
@@ -289,6 +292,11 @@ impl super::Store {
         .bind(revisions)
         .bind(PREVIEW_CHARS)
         .fetch_all(&self.pool)
-        .await?)
+        .await?;
+        let mut notes = crate::erasure::notes_for_revisions(&self.pool, revisions).await?;
+        for row in &mut rows {
+            row.erased = notes.remove(&row.id);
+        }
+        Ok(rows)
     }
 }

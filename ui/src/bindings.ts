@@ -581,8 +581,10 @@ export type LineageMessage = {
 	authenticated: boolean,
 	/**  When it was sent. */
 	sent_at: string,
-	/**  The start of the message. */
+	/**  The start of the message (`[erased]` once erased). */
 	excerpt: string,
+	/**  Who erased it, when and why (`None`: not erased). */
+	erased: ErasureNote | null,
 };
 
 /**  A revision that another revision names as a source, for the lineage graph. */
@@ -595,8 +597,10 @@ export type LineageRevision = {
 	revision_number: number,
 	/**  When it was learned (`memory_learned_times`). */
 	learned_at: string,
-	/**  The start of its body. */
+	/**  The start of its body (`[erased]` once erased). */
 	body_preview: string,
+	/**  Who erased its text, when and why (`None`: not erased). */
+	erased: ErasureNote | null,
 };
 
 /**  A transcript message, kept as evidence of who said what to whom. */

@@ -127,6 +127,7 @@ export const entryDetail: EntryDetail = {
       authenticated: true,
       sent_at: "2026-12-01T09:59:00Z",
       excerpt: "I lead the payments team.",
+      erased: null,
     },
   ],
   linked_revisions: [
@@ -136,6 +137,7 @@ export const entryDetail: EntryDetail = {
       revision_number: 1,
       learned_at: "2026-11-20T08:00:00Z",
       body_preview: "Forwarded budget note",
+      erased: null,
     },
   ],
 };
