@@ -228,6 +228,29 @@ async fn amend_and_forget_remove_points_even_when_the_outbox_retries_out_of_orde
     assert!(hits.iter().all(|h| ![first, second, amended, s.tabs.1].contains(&h.revision_id)), "{hits:?}");
 }
 
+/// An erased entry's points go from the collection once the worker catches up, in every
+/// generation the worker writes, and the collection again mirrors the canonical current revisions.
+#[tokio::test]
+async fn an_erasure_leaves_no_point_of_its_revisions_in_qdrant() {
+    let adapter = qdrant().await;
+    let db = test_db().await;
+    let s = scene(&db).await;
+    let embedder = hash64();
+    let index = adapter.qdrant_index(embedder.clone());
+    let worker = adapter.worker(&db, embedder.clone());
+    worker.drain().await.unwrap();
+    let amended = amend(&s.world, s.tabs.0, s.tabs.1, "Victor now insists on four spaces").await;
+    worker.drain().await.unwrap();
+    let generation = active_generation(&db).await.id;
+    assert!(index.point_revisions(generation).await.unwrap().contains(&amended));
+
+    semantic_conformance::erase_entry(&db, s.tabs.0).await;
+    worker.drain().await.unwrap();
+    let points = index.point_revisions(generation).await.unwrap();
+    assert!(!points.contains(&amended) && !points.contains(&s.tabs.1), "no point of an erased revision");
+    assert_points_match_canonical(&db, &index).await;
+}
+
 /// What Qdrant returns for `vector` among all of the agent's points, eligibility ignored: the
 /// stale points the worker has not pruned yet, as an unfiltered search would see them.
 async fn raw_nearest(index: &QdrantIndex, generation: i64, vector: Vec<f32>, limit: u64) -> Vec<RevisionId> {

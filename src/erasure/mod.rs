@@ -646,10 +646,11 @@ const ERASED_MESSAGE_NOTES: &str = "SELECT x.message_id, e.id, e.erased_by,
   WHERE x.message_id = ANY($1)";
 
 async fn notes(pool: &PgPool, statement: &'static str, ids: &[Uuid]) -> Result<Vec<(Uuid, ErasureNote)>, sqlx::Error> {
-    let rows: Vec<(Uuid, Uuid, String, String, String)> =
-        sqlx::query_as(statement).bind(ids).fetch_all(pool).await?;
+    let rows: Vec<(Uuid, Uuid, String, String, String)> = sqlx::query_as(statement).bind(ids).fetch_all(pool).await?;
     Ok(rows
         .into_iter()
-        .map(|(target, id, by, on, reason)| (target, ErasureNote { erasure_id: id, erased_by: by, erased_on: on, reason }))
+        .map(|(target, id, by, on, reason)| {
+            (target, ErasureNote { erasure_id: id, erased_by: by, erased_on: on, reason })
+        })
         .collect())
 }

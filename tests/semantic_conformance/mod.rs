@@ -2,7 +2,7 @@
 //! run against each adapter by a thin binding (`tests/semantic.rs`: pgvector,
 //! `tests/semantic_qdrant.rs`: Qdrant) through [`conformance_tests!`]:
 //! the worker's generations with model and dimension, search over eligible revisions only
-//! (floor, limit, foreign audiences), amend and forget, the eligible set retrieval read (sign bits
+//! (floor, limit, foreign audiences), amend and forget, erasure, the eligible set retrieval read (sign bits
 //! included) and its cap, no generation or another model, rebuild and abandon, and the
 //! degradations to lexical results with their recorded category (deadline, oversized,
 //! unreachable).
@@ -342,6 +342,50 @@ pub async fn amend_and_forget_leave_only_current_revisions(adapter: &impl Adapte
     assert!(outcome.degradation_categories.is_empty());
 }
 
+/// Erases every revision of `entry` as an operator would after a preview, through the one erasure
+/// function (the table owner may execute it like a member of `mesh_eraser`).
+pub async fn erase_entry(db: &TestDb, entry: EntryId) {
+    let previewed: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT id FROM memory_erasure_scope('entry', $1, NULL)")
+        .bind(entry)
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query("SELECT mesh_operator_erase(gen_random_uuid(), 'entry', $1, NULL, 'conformance', $2, '{}')")
+        .bind(entry)
+        .bind(&previewed)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+}
+
+/// An erasure deletes the stored embeddings of every revision of the entry, in every generation,
+/// and the worker prunes the index: no search, however unfloored, returns either revision.
+pub async fn an_erasure_leaves_no_vector_of_its_revisions(adapter: &impl Adapter) {
+    let db = common::test_db().await;
+    let s = scene(&db).await;
+    let embedder = HashEmbedder::new("hash-64", 64);
+    let worker = adapter.worker(&db, embedder.clone());
+    worker.drain().await.unwrap();
+    let amended = amend(&s.world, s.tabs.0, s.tabs.1, "Victor now insists on four spaces, never tabs").await;
+    worker.drain().await.unwrap();
+    assert_eq!(mesh_memory::semantic::embedding_count(&db.pool, s.tabs.1).await.unwrap(), 1);
+
+    erase_entry(&db, s.tabs.0).await;
+    for revision in [s.tabs.1, amended] {
+        assert_eq!(mesh_memory::semantic::embedding_count(&db.pool, revision).await.unwrap(), 0, "{revision}");
+    }
+    assert!(worker.drain().await.unwrap().retired >= 1, "the index is told to prune the entry");
+    let ctx = channel_context(&db, &s).await;
+    let unfloored = adapter.index(embedder.clone(), IndexOptions::unfloored());
+    for query in ["Victor prefers tabs over spaces in code", "Victor now insists on four spaces"] {
+        let hits = semantic_hits(&db, unfloored.as_ref(), &ctx, query, 10).await.unwrap();
+        assert!(hits.iter().all(|h| h.revision_id != amended && h.revision_id != s.tabs.1), "{hits:?}");
+    }
+    // Nothing embeds it again: a rebuild reads live entries only, and the outbox rows are done.
+    assert_eq!(worker.drain().await.unwrap().embedded, 0);
+    common::assert_projection_matches_canonical(&db.pool).await;
+}
+
 /// The eligible set retrieval read (with sign bits where the index ranks them) gives the same
 /// hits as an index-side read; only revisions of the set given can be hits; a set over the cap is
 /// oversized without a count, and so is a set retrieval found larger than the cap.
@@ -532,6 +576,11 @@ macro_rules! conformance_tests {
             #[tokio::test]
             async fn amend_and_forget_leave_only_current_revisions() {
                 suite::amend_and_forget_leave_only_current_revisions(&super::$make().await).await
+            }
+
+            #[tokio::test]
+            async fn an_erasure_leaves_no_vector_of_its_revisions() {
+                suite::an_erasure_leaves_no_vector_of_its_revisions(&super::$make().await).await
             }
 
             #[tokio::test]
