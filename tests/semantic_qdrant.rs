@@ -26,7 +26,7 @@ use mesh_memory::privacy::EligibilityContext;
 use mesh_memory::retrieval::{
     DegradationCategory, EligibleRows, RetrievalConfig, Retriever, SemanticIndex, SemanticRequest,
 };
-use mesh_memory::semantic::qdrant::{QdrantConfig, QdrantIndex};
+use mesh_memory::semantic::qdrant::{points_left, QdrantConfig, QdrantIndex};
 use mesh_memory::semantic::qdrant_server::QdrantCluster;
 use mesh_memory::semantic::{
     list_generations, outbox_status, rebuild_mirrored, Embedder, Generation, GenerationState, IndexWorker,
@@ -245,7 +245,12 @@ async fn an_erasure_leaves_no_point_of_its_revisions_in_qdrant() {
     assert!(index.point_revisions(generation).await.unwrap().contains(&amended));
 
     semantic_conformance::erase_entry(&db, s.tabs.0).await;
+    // What `erase verify` reads: the erased revisions' points left in any generation.
+    let config = adapter.config.clone();
+    let erased = [s.tabs.1, amended];
+    assert_eq!(points_left(&config, &[generation], &erased).await.unwrap(), vec![amended], "until the worker runs");
     worker.drain().await.unwrap();
+    assert_eq!(points_left(&config, &[generation], &erased).await.unwrap(), vec![]);
     let points = index.point_revisions(generation).await.unwrap();
     assert!(!points.contains(&amended) && !points.contains(&s.tabs.1), "no point of an erased revision");
     assert_points_match_canonical(&db, &index).await;

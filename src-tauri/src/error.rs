@@ -136,6 +136,7 @@ impl From<mesh_memory::erasure::ErasureError> for ConsoleError {
             E::ScopeChanged | E::NothingToErase(_) => ErrorKind::Conflict,
             E::UnknownErasure(_) => ErrorKind::NotFound,
             E::NotAnEraser => ErrorKind::Forbidden,
+            E::VectorIndex(_) => ErrorKind::Database,
             E::Database(db) => return database_error(db),
         };
         Self::new(kind, err.to_string())

@@ -227,6 +227,9 @@ pub enum ErasureError {
     /// The role may not erase (it is not a member of `mesh_eraser`).
     #[error("this role may not erase; ask an administrator to GRANT mesh_eraser TO it")]
     NotAnEraser,
+    /// The configured external vector index could not be checked.
+    #[error("cannot check the vector index: {0}")]
+    VectorIndex(String),
     /// `MESH_AGENT_MASTER_KEY` is set but too short.
     #[error(transparent)]
     WeakKey(#[from] crate::retrieval::WeakMasterKey),
@@ -447,6 +450,10 @@ pub struct ErasureVerification {
     pub text_found: Vec<TextFound>,
     /// Why the text scan did not run (no fingerprints recorded, or no key given).
     pub text_scan_unavailable: Option<String>,
+    /// The external vector index checked (`qdrant`), if one is configured.
+    pub external_index: Option<String>,
+    /// Points of erased revisions left in it, any generation's collection.
+    pub external_points_left: u32,
 }
 
 impl ErasureVerification {
@@ -455,6 +462,7 @@ impl ErasureVerification {
         self.bodies_not_erased == 0
             && self.embeddings_left == 0
             && self.projection_rows_left == 0
+            && self.external_points_left == 0
             && self.text_found.is_empty()
     }
 }
@@ -469,6 +477,9 @@ impl fmt::Display for ErasureVerification {
         writeln!(f, "  bodies not erased:     {}", self.bodies_not_erased)?;
         writeln!(f, "  embeddings left:       {}", self.embeddings_left)?;
         writeln!(f, "  search rows left:      {}", self.projection_rows_left)?;
+        if let Some(index) = &self.external_index {
+            writeln!(f, "  {index} points left:    {}", self.external_points_left)?;
+        }
         match &self.text_scan_unavailable {
             Some(why) => writeln!(f, "  text scan:             not run ({why})")?,
             None => writeln!(
@@ -525,6 +536,8 @@ pub async fn verify(
         values_scanned: 0,
         text_found: Vec::new(),
         text_scan_unavailable: None,
+        external_index: None,
+        external_points_left: 0,
     };
     let fingerprinted: bool = row.get("fingerprinted");
     match (fingerprinted, key) {
@@ -538,6 +551,14 @@ pub async fn verify(
         (true, Some(key)) => scan_text(pool, erasure, key, &mut report).await?,
     }
     Ok(report)
+}
+
+/// The revisions an erasure erased (for checking an external vector index).
+pub async fn erased_revisions(pool: &PgPool, erasure: Uuid) -> Result<Vec<RevisionId>, sqlx::Error> {
+    sqlx::query_scalar("SELECT revision_id FROM erased_revisions WHERE erasure_id = $1 ORDER BY 1")
+        .bind(erasure)
+        .fetch_all(pool)
+        .await
 }
 
 /// Every text and JSON column of every table in the schema, value by value.

@@ -181,7 +181,39 @@ pub async fn erasure_preview(store: &Store, scope: &ErasureScope) -> Result<Eras
 /// (without it, the text scan is reported as not run). Anyone who may read the tables may run it.
 pub async fn verify_erasure(store: &Store, erasure_id: Uuid) -> Result<ErasureVerification, OperatorError> {
     let key = crate::service::fingerprint_key_from_environment().map_err(ErasureError::from)?;
-    Ok(erasure::verify(store.pool(), erasure_id, key.as_ref()).await?)
+    let mut verified = erasure::verify(store.pool(), erasure_id, key.as_ref()).await?;
+    check_external_index(store, &mut verified).await?;
+    Ok(verified)
+}
+
+/// With a Qdrant configured (`QDRANT_URL`, feature `qdrant`): the erased revisions' points left
+/// in any generation's collection (the worker prunes them on its next run).
+#[cfg(feature = "qdrant")]
+async fn check_external_index(store: &Store, verified: &mut ErasureVerification) -> Result<(), OperatorError> {
+    use crate::semantic::{list_generations, VectorIndexChoice};
+    let config = match VectorIndexChoice::from_env() {
+        Ok(VectorIndexChoice::Qdrant(config)) => config,
+        Ok(_) => return Ok(()),
+        Err(err) => return Err(ErasureError::VectorIndex(err.to_string()).into()),
+    };
+    let revisions = erasure::erased_revisions(store.pool(), verified.erasure_id).await.map_err(ErasureError::from)?;
+    let generations: Vec<i64> = list_generations(store.pool())
+        .await
+        .map_err(|e| ErasureError::VectorIndex(e.to_string()))?
+        .into_iter()
+        .map(|g| g.id)
+        .collect();
+    let left = crate::semantic::qdrant::points_left(&config, &generations, &revisions)
+        .await
+        .map_err(|e| ErasureError::VectorIndex(format!("Qdrant: {e}")))?;
+    verified.external_index = Some("qdrant".to_owned());
+    verified.external_points_left = left.len() as u32;
+    Ok(())
+}
+
+#[cfg(not(feature = "qdrant"))]
+async fn check_external_index(_: &Store, _: &mut ErasureVerification) -> Result<(), OperatorError> {
+    Ok(())
 }
 
 /// The sharing queue: requests in `state` (every state with `None`), oldest pending first, each

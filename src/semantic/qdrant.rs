@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use qdrant_client::qdrant::{
     point_id::PointIdOptions, Condition, CountPointsBuilder, CreateCollectionBuilder,
-    CreateFieldIndexCollectionBuilder, DeletePointsBuilder, Distance, FieldType, Filter, PointId, PointStruct,
-    QueryPointsBuilder, ScrollPointsBuilder, UpsertPointsBuilder, VectorParamsBuilder, WriteOrdering,
+    CreateFieldIndexCollectionBuilder, DeletePointsBuilder, Distance, FieldType, Filter, GetPointsBuilder, PointId,
+    PointStruct, QueryPointsBuilder, ScrollPointsBuilder, UpsertPointsBuilder, VectorParamsBuilder, WriteOrdering,
     WriteOrderingType,
 };
 use qdrant_client::{Payload, Qdrant, QdrantError};
@@ -179,13 +179,7 @@ impl QdrantIndex {
     /// Connects to `config.url` (no request is made until the first use). Queries are embedded
     /// with `embedder`, the model of the active generation.
     pub fn new(config: QdrantConfig, embedder: Arc<dyn Embedder>) -> Result<Self, MirrorError> {
-        let client = Qdrant::from_url(&config.url)
-            .api_key(config.api_key.clone())
-            .timeout(Duration::from_secs(3))
-            .connect_timeout(Duration::from_secs(3))
-            .skip_compatibility_check()
-            .build()
-            .map_err(|e| mirror_error(&e))?;
+        let client = client(&config)?;
         Ok(Self {
             client,
             embedder,
@@ -402,6 +396,43 @@ impl QdrantIndex {
         // canonical rules when it hydrates them.
         Ok(cap_distinct_hits(raw, request.limit))
     }
+}
+
+/// A client for `config`'s server (3 s timeouts: a search has its own, shorter deadline).
+fn client(config: &QdrantConfig) -> Result<Qdrant, MirrorError> {
+    Qdrant::from_url(&config.url)
+        .api_key(config.api_key.clone())
+        .timeout(Duration::from_secs(3))
+        .connect_timeout(Duration::from_secs(3))
+        .skip_compatibility_check()
+        .build()
+        .map_err(|e| mirror_error(&e))
+}
+
+/// Which of `revisions` still have a point in the collection of any of `generations` (`erase
+/// verify`: an erased revision must have none). Needs no embedder; a missing collection holds none.
+pub async fn points_left(
+    config: &QdrantConfig,
+    generations: &[i64],
+    revisions: &[RevisionId],
+) -> Result<Vec<RevisionId>, MirrorError> {
+    let client = client(config)?;
+    let ids: Vec<PointId> = revisions.iter().map(|r| PointId::from(r.0.to_string())).collect();
+    let mut left = Vec::new();
+    for generation in generations {
+        let name = format!("{}_g{generation}", config.collection_prefix);
+        if ids.is_empty() || !client.collection_exists(&name).await.map_err(|e| mirror_error(&e))? {
+            continue;
+        }
+        let found = client
+            .get_points(GetPointsBuilder::new(name, ids.clone()).with_payload(false).with_vectors(false))
+            .await
+            .map_err(|e| mirror_error(&e))?;
+        left.extend(found.result.iter().filter_map(|p| point_revision(p.id.as_ref()?)));
+    }
+    left.sort_unstable();
+    left.dedup();
+    Ok(left)
 }
 
 /// The revision a point stands for (points are keyed by revision UUID).
