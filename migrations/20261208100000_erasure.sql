@@ -468,7 +468,14 @@ REVOKE ALL ON FUNCTION mesh_operator_erase(uuid, text, uuid, uuid, text, uuid[],
 GRANT EXECUTE ON FUNCTION mesh_operator_erase(uuid, text, uuid, uuid, text, uuid[], bytea[]) TO mesh_eraser;
 
 -- VACUUM after an erasure, so dead tuples do not keep the text: the eraser may maintain the
--- tables an erasure rewrites (PostgreSQL 17's MAINTAIN privilege; nothing else).
-GRANT MAINTAIN ON memory_entry_revisions, messages, agent_turns, sharing_requests, operator_actions,
-    evidence_repairs, revision_embeddings, searchable_revisions, lexical_term_statistics,
-    lexical_statistics_pending, memory_entries TO mesh_eraser;
+-- tables an erasure rewrites (the MAINTAIN privilege, PostgreSQL 17 and later; on an older server
+-- the erasure still commits and reports the tables it could not vacuum).
+DO $$
+BEGIN
+    IF current_setting('server_version_num')::int >= 170000 THEN
+        EXECUTE 'GRANT MAINTAIN ON memory_entry_revisions, messages, agent_turns, sharing_requests, operator_actions,
+                 evidence_repairs, revision_embeddings, searchable_revisions, lexical_term_statistics,
+                 lexical_statistics_pending, memory_entries TO mesh_eraser';
+    END IF;
+END;
+$$;
