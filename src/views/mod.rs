@@ -145,6 +145,13 @@ pub struct AccessTokenRow {
     pub speaker_label: String,
 }
 
+/// One line of `mesh-memory mcp token list`: the token's line, then whom it speaks as.
+impl std::fmt::Display for AccessTokenRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}  (speaks as {})", self.token, self.speaker_label)
+    }
+}
+
 /// An entry with its history and lineage nodes, or `None` when there is no such entry.
 pub async fn entry_detail(store: &Store, entry: EntryId) -> Result<Option<EntryDetail>, StoreError> {
     let Some(agent) = store.entry_owner(entry).await? else { return Ok(None) };

@@ -678,7 +678,7 @@ async fn mcp_token(store: &Store, action: TokenAction, json: bool) -> Result<()>
                 Some(agent) => Some(store.find_runtime_agent(&agent).await?),
                 None => None,
             };
-            let tokens = store.list_access_tokens(agent).await?;
+            let tokens = operator::access_tokens(store, agent).await?;
             print::rows(json, &tokens, ToString::to_string, None)?;
         }
         TokenAction::Revoke { id, reason, operator: role } => {
