@@ -435,10 +435,8 @@ async fn expire_role(admin: &sqlx::PgPool, role: &str, expired: bool) -> Result<
 
 /// What an administrator does to let an operator erase: `GRANT mesh_eraser TO <role>`.
 async fn grant_eraser(admin: &sqlx::PgPool, role: &str) -> Result<serde_json::Value> {
-    let (statement,): (String,) = sqlx::query_as("SELECT format('GRANT mesh_eraser TO %I', $1::text)")
-        .bind(role)
-        .fetch_one(admin)
-        .await?;
+    let (statement,): (String,) =
+        sqlx::query_as("SELECT format('GRANT mesh_eraser TO %I', $1::text)").bind(role).fetch_one(admin).await?;
     sqlx::raw_sql(sqlx::AssertSqlSafe(statement)).execute(admin).await?;
     Ok(serde_json::json!({ "role": role, "granted": "mesh_eraser" }))
 }

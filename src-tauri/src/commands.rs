@@ -223,8 +223,8 @@ pub async fn erase(
     reason: String,
 ) -> Res<ErasureReport> {
     let session = console.session().await?;
-    let fingerprint_key = mesh_memory::service::fingerprint_key_from_environment()
-        .map_err(mesh_memory::erasure::ErasureError::from)?;
+    let fingerprint_key =
+        mesh_memory::service::fingerprint_key_from_environment().map_err(mesh_memory::erasure::ErasureError::from)?;
     let options = ErasureOptions { fingerprint_key, ..ErasureOptions::default() };
     // Only the scope and the confirmed ids matter to the erasure; the counts and excerpts were
     // for the operator's eyes.
