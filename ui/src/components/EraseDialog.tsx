@@ -10,6 +10,7 @@ import {
   type OperatorRights,
 } from "../api";
 import { ErrorNote, Loading } from "./Status";
+import { ReasonField } from "./ReasonField";
 
 /** Why this session may not erase, or `null` when it may. */
 export function eraseBlocked(session: OperatorRights): string | null {
@@ -137,15 +138,13 @@ export function EraseDialog({
             {refusal.conflict && " The preview above is read again: check it, then confirm again."}
           </p>
         )}
-        <label htmlFor={reasonId}>Reason (required; recorded with your role name, e.g. a ticket reference)</label>
-        <textarea
+        <ReasonField
           id={reasonId}
+          label="Reason (required; recorded with your role name, e.g. a ticket reference)"
           value={reason}
-          onChange={(e) => setReason(e.target.value)}
-          rows={2}
-          maxLength={2000}
+          onChange={setReason}
           disabled={erase.isPending}
-          data-testid="erase-reason"
+          testId="erase-reason"
         />
         <label htmlFor={confirmId}>
           Type <strong>{CONFIRM_WORD}</strong> to confirm
