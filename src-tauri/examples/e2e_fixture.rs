@@ -22,6 +22,10 @@
 //!   it (role, action, reason).
 //! - `expire-role <role>` / `restore-role <role>`: expire a login role's password and end its
 //!   connections (the console's session ends under the operator), or make it valid again.
+//! - `grant-eraser <role>`: `GRANT mesh_eraser TO <role>`, as an administrator gives an operator
+//!   the right to erase (the console's next sign-in as the role may erase).
+//! - `erasure <entry-id> <actor-id>`: the bodies of that entry's revisions, and the `erase`
+//!   operator actions logged on that entry or person (role and reason).
 //! - `browse-timing`: times memory-browser pages (first, deep keyset, each filter) on whatever
 //!   the database holds, for the scale check at a million revisions.
 //!
@@ -168,6 +172,7 @@ async fn seed(store: &Store, admin: &sqlx::PgPool) -> Result<serde_json::Value> 
         "withheld_revision": withheld.revision_id().to_string(),
         "still_withheld_revision": still_withheld.revision_id().to_string(),
         "victor": victor.to_string(),
+        "alex": alex_kim.to_string(),
         "stale": stale,
         "token_id": token.id.to_string(),
         "reader_role": "console_reader",
@@ -428,6 +433,34 @@ async fn expire_role(admin: &sqlx::PgPool, role: &str, expired: bool) -> Result<
     Ok(serde_json::json!({ "role": role, "valid_until": until, "connections_ended": ended }))
 }
 
+/// What an administrator does to let an operator erase: `GRANT mesh_eraser TO <role>`.
+async fn grant_eraser(admin: &sqlx::PgPool, role: &str) -> Result<serde_json::Value> {
+    let (statement,): (String,) =
+        sqlx::query_as("SELECT format('GRANT mesh_eraser TO %I', $1::text)").bind(role).fetch_one(admin).await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(statement)).execute(admin).await?;
+    Ok(serde_json::json!({ "role": role, "granted": "mesh_eraser" }))
+}
+
+/// The bodies of an entry's revisions, and the `erase` operator actions logged on the entry or on
+/// a person (`role:scope:reason`).
+async fn erasure(admin: &sqlx::PgPool, entry: &str, person: &str) -> Result<serde_json::Value> {
+    let entry: uuid::Uuid = entry.parse()?;
+    let person: uuid::Uuid = person.parse()?;
+    let bodies: Vec<String> =
+        sqlx::query_scalar("SELECT body FROM memory_entry_revisions WHERE entry_id = $1 ORDER BY revision_number")
+            .bind(entry)
+            .fetch_all(admin)
+            .await?;
+    let actions: Vec<String> = sqlx::query_scalar(
+        "SELECT o.role_name || ':' || o.target_kind || ':' || o.reason FROM operator_actions o
+          WHERE o.action = 'erase' AND o.target_id = ANY($1) ORDER BY o.id",
+    )
+    .bind(vec![entry, person])
+    .fetch_all(admin)
+    .await?;
+    Ok(serde_json::json!({ "bodies": bodies, "operator_actions": actions }))
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -449,9 +482,15 @@ async fn main() -> Result<()> {
         Some("token") => token(&db.pool, args.get(1).ok_or("token needs a token id")?).await,
         Some("expire-role") => expire_role(&db.pool, args.get(1).ok_or("expire-role needs a role")?, true).await,
         Some("restore-role") => expire_role(&db.pool, args.get(1).ok_or("restore-role needs a role")?, false).await,
+        Some("grant-eraser") => grant_eraser(&db.pool, args.get(1).ok_or("grant-eraser needs a role")?).await,
+        Some("erasure") => {
+            let entry = args.get(1).ok_or("erasure needs an entry id and a person id")?;
+            erasure(&db.pool, entry, args.get(2).ok_or("erasure needs an entry id and a person id")?).await
+        }
         _ => Err("usage: e2e_fixture seed | grant <request-id> | request <request-id> | amend <entry-id> \
                   | forget <entry-id> | approve-as-other-operator <request-id> | evidence <revision-id> \
-                  | token <token-id> | expire-role <role> | restore-role <role> | browse-timing"
+                  | token <token-id> | expire-role <role> | restore-role <role> | grant-eraser <role> \
+                  | erasure <entry-id> <person-id> | browse-timing"
             .into()),
     };
     db.close().await;

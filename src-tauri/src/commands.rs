@@ -2,6 +2,7 @@
 //! login role: the operator layer (`mesh_memory::operator`) for every action and the queues the
 //! CLI shares, `mesh_memory::views` and the store's read side for the browser's views.
 
+use mesh_memory::erasure::{ErasureOptions, ErasurePreview, ErasureReport, ErasureScope, ErasureVerification};
 use mesh_memory::operator;
 use mesh_memory::privacy::repair::{self, EvidenceReviewDecision, EvidenceReviewPage, ReviewedSource};
 use mesh_memory::privacy::sharing::{SharingRequestId, SharingRequestView, SharingState};
@@ -199,4 +200,42 @@ pub async fn revoke_access_token(
 ) -> Res<dto::TokenRevocation> {
     let revoked_by = console.session().await?.revoke_access_token(token_id, &reason).await?;
     Ok(dto::TokenRevocation { token_id, revoked_by })
+}
+
+/// What erasing `scope` would remove now: counts per kind, the revisions' excerpts and the exact
+/// object ids the confirmation passes back. Read as the operator's own role.
+#[tauri::command]
+#[specta::specta]
+pub async fn preview_erasure(console: State<'_, Console>, scope: ErasureScope) -> Res<ErasurePreview> {
+    Ok(console.session().await?.preview_erasure(&scope).await?)
+}
+
+/// Erase what the operator previewed (`object_ids`, from [`preview_erasure`]) of `scope`, with a
+/// required reason, as the operator's own role (a member of `mesh_eraser`); refused with
+/// `Conflict` when the scope changed since the preview, and nothing is erased. Fingerprints are
+/// recorded when `MESH_AGENT_MASTER_KEY` is set, so `verify_erasure` can scan for the text.
+#[tauri::command]
+#[specta::specta]
+pub async fn erase(
+    console: State<'_, Console>,
+    scope: ErasureScope,
+    object_ids: Vec<uuid::Uuid>,
+    reason: String,
+) -> Res<ErasureReport> {
+    let session = console.session().await?;
+    let fingerprint_key =
+        mesh_memory::service::fingerprint_key_from_environment().map_err(mesh_memory::erasure::ErasureError::from)?;
+    let options = ErasureOptions { fingerprint_key, ..ErasureOptions::default() };
+    // Only the scope and the confirmed ids matter to the erasure; the counts and excerpts were
+    // for the operator's eyes.
+    let previewed = ErasurePreview { scope, counts: Default::default(), revisions: Vec::new(), object_ids };
+    Ok(session.erase(&previewed, &reason, &options).await?)
+}
+
+/// Check an erasure: erased bodies are markers, no embedding or search row is left, and (with the
+/// master key) no column holds a fingerprint of the erased text.
+#[tauri::command]
+#[specta::specta]
+pub async fn verify_erasure(console: State<'_, Console>, erasure_id: uuid::Uuid) -> Res<ErasureVerification> {
+    Ok(operator::verify_erasure(&console.store().await?, erasure_id).await?)
 }

@@ -34,6 +34,9 @@ pub fn specta_builder() -> tauri_specta::Builder<tauri::Wry> {
             commands::decide_sharing_request,
             commands::access_tokens,
             commands::revoke_access_token,
+            commands::preview_erasure,
+            commands::erase,
+            commands::verify_erasure,
         ])
 }
 

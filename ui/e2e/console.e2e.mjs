@@ -102,9 +102,21 @@ function fixture(...args) {
 
 const sqlGrant = (requestId) => fixture("grant", requestId);
 
+const clear = async (css) => wd("POST", `/session/${session}/element/${await find(css)}/clear`, {});
+
+/** Opens an entry from the memory browser by its id. */
+async function openEntry(entry) {
+  await click('[data-testid="nav-memory"]');
+  await clear('[data-testid="memory-search"]');
+  await type('[data-testid="memory-search"]', entry);
+  await waitFor("filtered list", async () => (await count('[data-testid="memory-table"] tbody tr')) === 1);
+  await click(`tr[data-row-id="${entry}"] td:nth-child(2)`);
+  await find('[data-testid="entry-detail"]');
+}
+
 const enabled = async (css) => wd("GET", `/session/${session}/element/${await find(css)}/enabled`);
 
-test("operator console, end to end in a real window", { timeout: 360000 }, async (t) => {
+test("operator console, end to end in a real window", { timeout: 480000 }, async (t) => {
   t.afterEach((sub) => {
     if (sub.passed === false) {
       try {
@@ -381,5 +393,70 @@ test("operator console, end to end in a real window", { timeout: 360000 }, async
     screenshot("12-read-only-evidence-review");
     const [after] = fixture("evidence", ids.still_withheld_revision);
     assert.deepEqual([after.evidence, after.operator_actions], ["unknown", []]);
+  });
+
+  await t.test("a read-only role sees Erase disabled, and is told why", async () => {
+    await openEntry(ids.stale.amended.entry);
+    await waitText('[data-testid="erase-limitation"]', "not a member of mesh_eraser");
+    assert.equal(await enabled('[data-testid="erase-entry"]'), false);
+    assert.equal(await enabled('[data-testid="erase-person"]'), false);
+    const why = await script("return document.querySelector('[data-testid=\"erase-person\"]').title;");
+    assert.match(why, /GRANT mesh_eraser TO console_reader/);
+    screenshot("12a-read-only-erase-disabled");
+  });
+
+  // Last: it erases Alex's memories and messages, which earlier tests read.
+  await t.test("the operator erases a person's memories: preview, reason, typed confirmation; the lineage shows the erasure", async () => {
+    fixture("grant-eraser", OPERATOR);
+    await click("header.topbar button:last-child");
+    await find('form[aria-label="Sign in"]');
+    await type('input[name="role"]', OPERATOR);
+    await type('input[name="password"]', OPERATOR_PASSWORD);
+    await click('button[type="submit"]');
+    await waitText('[data-testid="session-role"]', OPERATOR);
+    const entry = ids.stale.amended.entry;
+    const before = fixture("erasure", entry, ids.alex);
+    assert.deepEqual(before.operator_actions, []);
+    assert.ok(before.bodies.every((b) => b !== "[erased]"));
+    await openEntry(entry);
+    assert.equal(await count('[data-testid="erase-limitation"]'), 0, "an eraser is not told it may not erase");
+    const person = '[data-testid="erase-person"]';
+    await waitText(person, "Erase everything about or told by Alex (id U790)");
+    assert.equal(await enabled(person), true);
+    await click(person);
+    const dialog = '[data-testid="erase-dialog"]';
+    await find(`${dialog} [data-testid="erase-preview"]`);
+    const counted = async (kind) => Number(await text(`${dialog} [data-testid="erase-count-${kind}"] dd`));
+    assert.ok((await counted("revisions")) >= 2, "Alex's memories, the amendment included");
+    assert.ok((await counted("messages")) >= 2, "what Alex sent");
+    assert.ok((await counted("sharing_requests")) >= 1, "Alex's sharing requests");
+    assert.match(await text(`${dialog} [data-testid="erase-excerpts"]`), /Alex is out of office next Friday/);
+    const submit = `${dialog} [data-testid="erase-submit"]`;
+    assert.equal(await enabled(submit), false, "no reason, no confirmation yet");
+    const reason = "GDPR erasure request #1234 from Alex Kim";
+    await type(`${dialog} [data-testid="erase-reason"]`, reason);
+    assert.equal(await enabled(submit), false, "not confirmed yet");
+    await type(`${dialog} [data-testid="erase-confirm-word"]`, "erase");
+    assert.equal(await enabled(submit), true);
+    screenshot("erase-preview");
+    await click(submit);
+    await waitText('[data-testid="erase-result"]', `erased by ${OPERATOR}`);
+    assert.equal(await count(dialog), 0, "the dialog closed");
+    await waitText('[data-testid="revision-2"] [data-testid="erased-note"]', `erased by ${OPERATOR} on `);
+    assert.match(await text('[data-testid="revision-2"] [data-testid="erased-note"]'), new RegExp(`: ${reason}$`));
+    assert.equal(await text('[data-testid="revision-1"] [data-testid="body"]'), "[erased]");
+    await click('[data-testid="erase-verify"]');
+    await waitText('[data-testid="erase-verification"]', "Verified clean");
+    screenshot("erase-history");
+    await click('[data-testid="tab-lineage"]');
+    await waitText('[data-testid="lineage-erased-note"]', `erased by ${OPERATOR}`);
+    await waitFor("graph nodes", async () => (await count('[data-testid="lineage-graph"] .react-flow__node.erased')) >= 1);
+    assert.match(await text('ul[aria-label="Lineage sources"]'), new RegExp(`erased by ${OPERATOR} on .*: ${reason}`));
+    await sleep(500);
+    screenshot("erase-lineage");
+    const after = fixture("erasure", entry, ids.alex);
+    assert.ok(after.bodies.length >= 2);
+    assert.deepEqual([...new Set(after.bodies)], ["[erased]"]);
+    assert.deepEqual(after.operator_actions, [`${OPERATOR}:person:${reason}`]);
   });
 });

@@ -193,6 +193,7 @@ function Shell({
             <EntryDetailView
               key={`${entryId}-${entryTab}`}
               entryId={entryId}
+              session={session}
               initialTab={entryTab}
               onClose={() => setEntryId(null)}
               onOpenEntry={openEntry}

@@ -67,3 +67,8 @@ export function when(rfc3339: string | null | undefined): string {
   const d = new Date(rfc3339);
   return Number.isNaN(d.getTime()) ? rfc3339 : d.toLocaleString();
 }
+
+/** Who erased a revision or message, when and why: "erased by <role> on <date>: <reason>". */
+export function erasureNote(note: { erased_by: string; erased_on: string; reason: string }): string {
+  return `erased by ${note.erased_by} on ${note.erased_on}: ${note.reason}`;
+}

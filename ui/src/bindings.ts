@@ -62,6 +62,23 @@ export const commands = {
 	 *  `operator_actions`; read-only roles are refused.
 	 */
 	revokeAccessToken: (tokenId: string, reason: string) => __TAURI_INVOKE<TokenRevocation>("revoke_access_token", { tokenId, reason }),
+	/**
+	 *  What erasing `scope` would remove now: counts per kind, the revisions' excerpts and the exact
+	 *  object ids the confirmation passes back. Read as the operator's own role.
+	 */
+	previewErasure: (scope: ErasureScope) => __TAURI_INVOKE<ErasurePreview>("preview_erasure", { scope }),
+	/**
+	 *  Erase what the operator previewed (`object_ids`, from [`preview_erasure`]) of `scope`, with a
+	 *  required reason, as the operator's own role (a member of `mesh_eraser`); refused with
+	 *  `Conflict` when the scope changed since the preview, and nothing is erased. Fingerprints are
+	 *  recorded when `MESH_AGENT_MASTER_KEY` is set, so `verify_erasure` can scan for the text.
+	 */
+	erase: (scope: ErasureScope, objectIds: string[], reason: string) => __TAURI_INVOKE<ErasureReport>("erase", { scope, objectIds, reason }),
+	/**
+	 *  Check an erasure: erased bodies are markers, no embedding or search row is left, and (with the
+	 *  master key) no column holds a fingerprint of the erased text.
+	 */
+	verifyErasure: (erasureId: string) => __TAURI_INVOKE<ErasureVerification>("verify_erasure", { erasureId }),
 };
 
 /* Types */
@@ -384,6 +401,24 @@ export type EntrySummary = {
 	evidence_unknown: boolean,
 };
 
+/**  How many objects of each kind an erasure reaches (or reached). */
+export type ErasureCounts = {
+	/**  Memory revisions whose body goes. */
+	revisions: number,
+	/**  Messages the person sent. */
+	messages: number,
+	/**  Delivered replies built from erased memory or answering an erased message (erased whole). */
+	replies: number,
+	/**  Turn records whose tool calls, results and claims are redacted. */
+	turns: number,
+	/**  Live entries retired because their current revision goes. */
+	entries: number,
+	/**  Sharing requests for an erased revision (rationale erased; a pending one is denied). */
+	sharing_requests: number,
+	/**  Stored embeddings of erased revisions, in every generation. */
+	embeddings: number,
+};
+
 /**
  *  The erasure that removed a revision's body, as lineage and history show it:
  *  "erased by <role> on <date>: <reason>".
@@ -397,6 +432,80 @@ export type ErasureNote = {
 	erased_on: string,
 	/**  The reason given. */
 	reason: string,
+};
+
+/**
+ *  What an erasure would do: the operator confirms this, and [`execute`] refuses if the scope
+ *  changed since.
+ */
+export type ErasurePreview = {
+	/**  The scope previewed. */
+	scope: ErasureScope,
+	/**  Counts per kind. */
+	counts: ErasureCounts,
+	/**  The revisions whose body goes. */
+	revisions: RevisionToErase[],
+	/**
+	 *  Every object reached (revisions, messages, replies, turns, entries, requests): what the
+	 *  confirmation passes back.
+	 */
+	object_ids: string[],
+};
+
+/**  What an erasure did. */
+export type ErasureReport = {
+	/**  The erasure's id (for `erase verify`). */
+	erasure_id: string,
+	/**  The role the database recorded. */
+	erased_by: string,
+	/**  Counts per kind. */
+	counts: ErasureCounts,
+	/**  Whether fingerprints were recorded (the master key was set), so `verify` can scan text. */
+	fingerprinted: boolean,
+	/**  Tables vacuumed after the erasure committed. */
+	vacuumed: string[],
+};
+
+/**  What an erasure reaches. */
+export type ErasureScope = 
+/**  Every revision of one entry. */
+{ kind: "entry"; 
+/**  The entry. */
+entry: EntryId } | 
+/**
+ *  Every revision about or told by one person, and the messages they sent, within one
+ *  runtime agent or (`None`) all of them.
+ */
+{ kind: "person"; 
+/**  The person. */
+actor: ActorId; 
+/**  The runtime agent it is limited to. */
+agent: AgentId | null };
+
+/**  What `erase verify` found. Clean when every count is zero and nothing was found. */
+export type ErasureVerification = {
+	/**  The erasure. */
+	erasure_id: string,
+	/**  Who erased, when, why: the line lineage and audits show. */
+	erased_by: string,
+	/**  When (RFC 3339). */
+	erased_at: string,
+	/**  The reason given. */
+	reason: string,
+	/**  Erased revisions and messages whose body is not the marker. */
+	bodies_not_erased: number,
+	/**  Stored embeddings of erased revisions, any generation. */
+	embeddings_left: number,
+	/**  Projection (search) rows of erased revisions. */
+	projection_rows_left: number,
+	/**  Text and JSON columns scanned (0 when the scan could not run). */
+	columns_scanned: number,
+	/**  Values scanned. */
+	values_scanned: number,
+	/**  Where a fingerprint of the erased text was found. */
+	text_found: TextFound[],
+	/**  Why the text scan did not run (no fingerprints recorded, or no key given). */
+	text_scan_unavailable: string | null,
 };
 
 /**  What went wrong, coarsely, so the UI can choose how to react (e.g. back to sign-in). */
@@ -748,6 +857,16 @@ export type RevisionOperation =
 /**  A later revision. */
 "amend";
 
+/**  A revision an erasure would remove the body of, as the preview lists it. */
+export type RevisionToErase = {
+	/**  Its entry's short id. */
+	entry: ShortEntryId,
+	/**  The revision. */
+	revision_id: RevisionId,
+	/**  The first 120 characters of the body (the operator sees what goes before confirming). */
+	excerpt: string,
+};
+
 /**
  *  A revision in the evidence-review queue, with each of its sources of unknown evidence: what
  *  an operator needs to decide who could read them.
@@ -880,6 +999,20 @@ export type SharingState =
 /**  Lapsed undecided. */
 "expired";
 
+/**
+ *  The short form of an entry id that models see and type: the last 12 hex digits of the
+ *  entry's UUID (`0192f0c1-7d3e-7a00-8a41-`**`5c06e1f2a9b3`**).
+ * 
+ *  Why it exists: a full UUID is about 30 tokens of a model's prompt, and every recalled memory
+ *  carried two of them, so ids cost more of the memory allowance than the memories. The short
+ *  form is a substring of the stable id, so an operator matches it by eye, and it is stable
+ *  across revisions like the id itself. It is resolved only within one runtime agent and only
+ *  among the entries the asker may see (`Store::current_revisions_by_reference`), so two
+ *  entries sharing a tail (about one chance in 2^48 per pair) can at worst make a reference
+ *  ambiguous, never name a memory another audience owns.
+ */
+export type ShortEntryId = string;
+
 /**  Why an entry was left out by packing. */
 export type SkipReason = 
 /**  It alone costs more than the whole allowance. */
@@ -963,6 +1096,16 @@ export type SubjectMatch =
 "current_speaker" | 
 /**  The memory is about a person the query names (display name or connector id). */
 "named_in_query";
+
+/**  One text or JSON column in which a fingerprint of the erased text was found. */
+export type TextFound = {
+	/**  Table. */
+	table: string,
+	/**  Column. */
+	column: string,
+	/**  Rows holding a fingerprint. */
+	rows: number,
+};
 
 /**  An operator's revocation of an MCP access token, as the tokens view confirms it. */
 export type TokenRevocation = {

@@ -1,7 +1,7 @@
 import { useMemo } from "react";
 import { Background, Controls, Position, ReactFlow, type Edge, type Node } from "@xyflow/react";
-import type { EntryDetail, RevisionView as Revision, SourceView as Source } from "../api";
-import { toldOn } from "../api";
+import type { EntryDetail, ErasureNote, RevisionView as Revision, SourceView as Source } from "../api";
+import { erasureNote, toldOn } from "../api";
 
 function evidenceText(source: Source): string {
   return source.evidence.state === "known"
@@ -28,15 +28,21 @@ export function LineageGraph({ detail, revision }: { detail: EntryDetail; revisi
     nodes.push({
       id: `rev-${revision.id}`,
       position: { x: columns * 330 + 120, y: Math.max(0, ((rows - 1) * gap) / 2) },
-      data: { label: `Revision ${revision.revision_number} (${revision.operation})\n${revision.body.slice(0, 90)}` },
-      className: "flow-node revision",
+      data: {
+        label: `Revision ${revision.revision_number} (${revision.operation})\n${revision.body.slice(0, 90)}${
+          revision.erased ? `\n${erasureNote(revision.erased)}` : ""
+        }`,
+      },
+      className: `flow-node revision${revision.erased ? " erased" : ""}`,
       targetPosition: Position.Left,
     });
     sources.forEach((source, index) => {
       const unknown = source.evidence.state !== "known";
       let label: string;
+      let erased: ErasureNote | null = null;
       if (source.message_id) {
         const m = messages.get(source.message_id);
+        erased = m?.erased ?? null;
         label = m
           ? `${source.kind === "message" ? "Message" : "History message"} · ${m.conversation_title}\n${m.sender_name}${
               m.authenticated ? " ✓" : ""
@@ -45,6 +51,7 @@ export function LineageGraph({ detail, revision }: { detail: EntryDetail; revisi
       } else {
         const r = source.parent_revision_id ? linked.get(source.parent_revision_id) : undefined;
         const what = source.kind === "parent_revision" ? "Parent revision" : "Retrieved memory";
+        erased = r?.erased ?? null;
         label = r
           ? `${what} · rev ${r.revision_number} · learned ${toldOn(r.learned_at)}\n${r.body_preview.slice(0, 60)}`
           : what;
@@ -52,8 +59,8 @@ export function LineageGraph({ detail, revision }: { detail: EntryDetail; revisi
       nodes.push({
         id: `src-${source.id}`,
         position: { x: Math.floor(index / perColumn) * 330, y: (index % perColumn) * gap },
-        data: { label: `${label}\n${evidenceText(source)}` },
-        className: `flow-node ${unknown ? "unknown" : "known"}`,
+        data: { label: `${label}\n${evidenceText(source)}${erased ? `\n${erasureNote(erased)}` : ""}` },
+        className: `flow-node ${unknown ? "unknown" : "known"}${erased ? " erased" : ""}`,
         sourcePosition: Position.Right,
         targetPosition: Position.Left,
       });
@@ -101,15 +108,37 @@ export function distinctSources(sources: Source[]): Source[] {
   });
 }
 
+/** Who erased the message or revision a source names, if it was erased. */
+export function sourceErasure(detail: EntryDetail, source: Source): ErasureNote | null {
+  if (source.message_id) return detail.messages.find((m) => m.id === source.message_id)?.erased ?? null;
+  if (source.parent_revision_id) {
+    return detail.linked_revisions.find((r) => r.id === source.parent_revision_id)?.erased ?? null;
+  }
+  return null;
+}
+
 /** The same lineage as a list, for reading and for assistive technology. */
-export function LineageList({ revision }: { revision: Revision }) {
+export function LineageList({ detail, revision }: { detail: EntryDetail; revision: Revision }) {
   return (
     <ul className="lineage-list" aria-label="Lineage sources">
-      {distinctSources(revision.sources).map((s) => (
-        <li key={s.id} className={s.evidence.state === "known" ? "known" : "unknown"}>
-          <strong>{s.kind.replace("_", " ")}</strong> — {evidenceText(s)} <span className="muted">({s.evidence_basis})</span>
-        </li>
-      ))}
+      {distinctSources(revision.sources).map((s) => {
+        const erased = sourceErasure(detail, s);
+        const state = s.evidence.state === "known" ? "known" : "unknown";
+        return (
+          <li key={s.id} className={erased ? `${state} erased` : state}>
+            <strong>{s.kind.replace("_", " ")}</strong> — {evidenceText(s)} <span className="muted">({s.evidence_basis})</span>
+            {erased && (
+              <>
+                {" "}
+                <span className="badge muted">erased</span>{" "}
+                <span className="erased-note" data-testid="source-erased-note">
+                  {erasureNote(erased)}
+                </span>
+              </>
+            )}
+          </li>
+        );
+      })}
     </ul>
   );
 }

@@ -12,6 +12,7 @@ import {
 } from "../api";
 import { DataTable } from "../components/DataTable";
 import { Empty, ErrorNote, Loading } from "../components/Status";
+import { ReasonField } from "../components/ReasonField";
 
 /** The conversation as operators know it: its title, else its channel id. */
 function conversationName(token: AccessTokenRow): string {
@@ -128,15 +129,13 @@ function TokenPanel({
             if (!locked && reason.trim()) revoke.mutate();
           }}
         >
-          <label htmlFor={reasonId}>Reason (required; recorded with your role name)</label>
-          <textarea
+          <ReasonField
             id={reasonId}
+            label="Reason (required; recorded with your role name)"
             value={reason}
-            onChange={(e) => setReason(e.target.value)}
-            rows={2}
-            maxLength={2000}
+            onChange={setReason}
             disabled={locked}
-            data-testid="revoke-reason"
+            testId="revoke-reason"
           />
           {blocked && (
             <p className="notice" role="note" data-testid="revoke-limitation">

@@ -25,6 +25,7 @@ export function isOutdatedRequest(error: unknown): boolean {
   return kind === "conflict" || kind === "not_found";
 }
 import { Empty, ErrorNote, Loading } from "../components/Status";
+import { ReasonField } from "../components/ReasonField";
 
 function RequestCard({
   request,
@@ -113,15 +114,13 @@ function RequestCard({
             e.preventDefault();
           }}
         >
-          <label htmlFor={reasonId}>Reason (recorded with your role name)</label>
-          <textarea
+          <ReasonField
             id={reasonId}
+            label="Reason (recorded with your role name)"
             value={reason}
-            onChange={(e) => setReason(e.target.value)}
-            rows={2}
-            maxLength={2000}
+            onChange={setReason}
             disabled={!!blocked && !session.can_approve}
-            data-testid="decision-reason"
+            testId="decision-reason"
           />
           {blocked && (
             <p className="notice" role="note">

@@ -161,7 +161,7 @@ describe("MemoryBrowser", () => {
 describe("EntryDetailView", () => {
   it("diffs body and subject between revisions", async () => {
     mocked.entryDetail.mockResolvedValue(entryDetail);
-    renderWithQuery(<EntryDetailView entryId={entryDetail.entry_id} onClose={() => {}} />);
+    renderWithQuery(<EntryDetailView entryId={entryDetail.entry_id} session={operator} onClose={() => {}} />);
     const rev2 = await screen.findByTestId("revision-2");
     expect(within(rev2).getByText("payments", { selector: "del" })).toBeTruthy();
     expect(within(rev2).getByText("platform", { selector: "ins" })).toBeTruthy();
@@ -171,7 +171,7 @@ describe("EntryDetailView", () => {
 
   it("shows the day each revision was learned, as the memory line says it", async () => {
     mocked.entryDetail.mockResolvedValue(entryDetail);
-    renderWithQuery(<EntryDetailView entryId={entryDetail.entry_id} onClose={() => {}} />);
+    renderWithQuery(<EntryDetailView entryId={entryDetail.entry_id} session={operator} onClose={() => {}} />);
     const rev1 = await screen.findByTestId("revision-1");
     expect(within(rev1).getByTestId("learned-at").textContent).toMatch(/Learned 1 December 2026/);
     expect(within(screen.getByTestId("revision-2")).getByTestId("learned-at").textContent).toMatch(/2 December 2026/);
@@ -179,7 +179,7 @@ describe("EntryDetailView", () => {
 
   it("shows each distinct lineage source once, with its audience evidence", async () => {
     mocked.entryDetail.mockResolvedValue(entryDetail);
-    renderWithQuery(<EntryDetailView entryId={entryDetail.entry_id} onClose={() => {}} />);
+    renderWithQuery(<EntryDetailView entryId={entryDetail.entry_id} session={operator} onClose={() => {}} />);
     await userEvent.click(await screen.findByRole("tab", { name: "Lineage" }));
     expect(screen.getByTestId("lineage-graph")).toBeTruthy();
     const items = within(screen.getByRole("list", { name: "Lineage sources" })).getAllByRole("listitem");
