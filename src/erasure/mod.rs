@@ -454,6 +454,8 @@ pub struct ErasureVerification {
     pub external_index: Option<String>,
     /// Points of erased revisions left in it, any generation's collection.
     pub external_points_left: u32,
+    /// [`ErasureVerification::is_clean`], for shells that render the report.
+    pub clean: bool,
 }
 
 impl ErasureVerification {
@@ -538,6 +540,7 @@ pub async fn verify(
         text_scan_unavailable: None,
         external_index: None,
         external_points_left: 0,
+        clean: false,
     };
     let fingerprinted: bool = row.get("fingerprinted");
     match (fingerprinted, key) {
@@ -550,6 +553,7 @@ pub async fn verify(
         }
         (true, Some(key)) => scan_text(pool, erasure, key, &mut report).await?,
     }
+    report.clean = report.is_clean();
     Ok(report)
 }
 

@@ -183,6 +183,7 @@ pub async fn verify_erasure(store: &Store, erasure_id: Uuid) -> Result<ErasureVe
     let key = crate::service::fingerprint_key_from_environment().map_err(ErasureError::from)?;
     let mut verified = erasure::verify(store.pool(), erasure_id, key.as_ref()).await?;
     check_external_index(store, &mut verified).await?;
+    verified.clean = verified.is_clean();
     Ok(verified)
 }
 

@@ -506,6 +506,12 @@ export type ErasureVerification = {
 	text_found: TextFound[],
 	/**  Why the text scan did not run (no fingerprints recorded, or no key given). */
 	text_scan_unavailable: string | null,
+	/**  The external vector index checked (`qdrant`), if one is configured. */
+	external_index: string | null,
+	/**  Points of erased revisions left in it, any generation's collection. */
+	external_points_left: number,
+	/**  [`ErasureVerification::is_clean`], for shells that render the report. */
+	clean: boolean,
 };
 
 /**  What went wrong, coarsely, so the UI can choose how to react (e.g. back to sign-in). */

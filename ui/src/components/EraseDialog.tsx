@@ -175,7 +175,7 @@ export function EraseDialog({
 export function ErasureResult({ report }: { report: ErasureReport }) {
   const verify = useMutation({ mutationFn: () => commands.verifyErasure(report.erasure_id) });
   const v = verify.data;
-  const clean = v && v.bodies_not_erased === 0 && v.embeddings_left === 0 && v.projection_rows_left === 0 && v.text_found.length === 0;
+  const clean = v?.clean ?? false;
   return (
     <div className="notice success" role="status" data-testid="erase-result">
       Erasure <code>{report.erasure_id}</code> done: erased by <strong>{report.erased_by}</strong> ({countsLine(report.counts)}).
@@ -191,6 +191,7 @@ export function ErasureResult({ report }: { report: ErasureReport }) {
           {" "}
           {clean ? "Verified clean" : "NOT clean"}: {v.bodies_not_erased} bodies not erased, {v.embeddings_left} embeddings
           left, {v.projection_rows_left} search rows left
+          {v.external_index ? `, ${v.external_points_left} ${v.external_index} points left` : ""}
           {v.text_scan_unavailable ? ` (text scan not run: ${v.text_scan_unavailable})` : `, ${v.text_found.length} text found`}.
         </span>
       )}
