@@ -559,3 +559,45 @@ async fn every_pool_the_crate_opens_plans_prepared_statements_once() {
     }
     production.close().await;
 }
+
+#[tokio::test]
+async fn a_chain_of_amends_keeps_every_message_source_and_one_parent_edge_per_revision() {
+    let db = test_db().await;
+    let mut w = World::new(&db.store, "agent").await;
+    let dana = w.person("Dana", "U1").await;
+    let priya = w.person("Priya", "U2").await;
+    let eng = w.conversation("C1", Topology::Channel, &[&dana, &priya]).await;
+    let dm = w.conversation("D1", Topology::Direct, &[&dana]).await;
+    let (entry, mut current) = w.remember(eng, &dana, Some(dana.actor), "Dana leads payments.").await;
+    let before = mesh_memory::privacy::explain_entry(&db.store, Some(w.agent), entry, eng).await.unwrap();
+    assert!(before.rule.is_eligible(), "{before:?}");
+    for i in 0..6 {
+        // Every other correction comes from the private DM: the audience narrows and must stay narrow.
+        let said = w.say(if i % 2 == 0 { eng } else { dm }, &dana, &format!("Correction {i}")).await;
+        let mut change = amendment(&w, entry, current, &format!("Dana leads payments, correction {i}."));
+        change.sources = vec![SourceRef::Message(said)];
+        let WriteOutcome::Committed(written) = db.store.amend_entry(change).await.unwrap() else { panic!() };
+        current = written.revision_id();
+    }
+    let history = db.store.entry_history(w.agent, entry).await.unwrap().unwrap();
+    for (k, revision) in history.revisions.iter().enumerate() {
+        let kinds: Vec<&str> = revision.sources.iter().map(|s| s.kind.as_str()).collect();
+        let edges = kinds.iter().filter(|kind| **kind == "parent_revision").count();
+        assert_eq!(edges, usize::from(k > 0), "revision {}: one edge to its parent: {kinds:?}", k + 1);
+        assert_eq!(kinds.iter().filter(|kind| **kind == "message").count(), k + 1, "every message so far");
+    }
+    // The latest revision is as narrow as its narrowest source: the DM's audience (Dana only).
+    let last = history.revisions.last().unwrap();
+    let audiences: Vec<Vec<mesh_memory::ActorId>> = last
+        .sources
+        .iter()
+        .map(|s| match &s.evidence {
+            EvidenceView::Known { actors, .. } => actors.clone(),
+            EvidenceView::Unknown => panic!("all evidence is known here"),
+        })
+        .collect();
+    let narrowest = audiences.iter().map(Vec::len).min().unwrap();
+    assert_eq!(narrowest, 1, "{audiences:?}");
+    let channel = mesh_memory::privacy::explain_entry(&db.store, Some(w.agent), entry, eng).await.unwrap();
+    assert!(!channel.rule.is_eligible(), "a DM correction keeps the memory out of the channel");
+}

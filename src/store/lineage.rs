@@ -240,8 +240,12 @@ async fn insert_revision_source_with_id(
     Ok(())
 }
 
-/// Copies every source of `from` (with its evidence) onto `to`: an amendment keeps all earlier
-/// evidence, so it can never become more shareable than what it amends.
+/// Copies every source of `from` (with its evidence) onto `to`, except `from`'s own parent edges:
+/// an amendment keeps all earlier evidence, so it can never become more shareable than what it
+/// amends. An earlier parent edge adds nothing: its audience is the intersection of that
+/// revision's sources, which are copied too, and `to` gets its own edge to `from` (recorded by the
+/// caller). Copying the edges as well made revision k of an entry carry k sources, so each amend
+/// of a long chain cost more than the one before.
 pub(crate) async fn copy_sources(
     tx: &mut Transaction<'_, Postgres>,
     from: RevisionId,
@@ -252,7 +256,7 @@ pub(crate) async fn copy_sources(
                                        evidence, evidence_basis, audience)
          SELECT gen_random_uuid(), $2, runtime_agent_id, kind, message_id, parent_revision_id, evidence,
                 evidence_basis, audience
-           FROM revision_sources WHERE revision_id = $1",
+           FROM revision_sources WHERE revision_id = $1 AND kind <> 'parent_revision'",
     )
     .bind(from)
     .bind(to)
