@@ -285,12 +285,12 @@ async fn generate(db: &common::TestDb, seed: u64) -> Workspace {
     entries.sort();
     for entry in entries {
         if rng.unit() < 0.08 {
-            erase(db, "entry", entry.0).await;
+            common::erase_as_owner(&db.pool, "entry", entry.0).await;
             model.erased.extend(model.revisions.iter().filter(|(_, r)| r.entry == entry).map(|(id, _)| *id));
         }
     }
     let erased_person = people[rng.range(0, people.len())].actor;
-    erase(db, "person", erased_person.0).await;
+    common::erase_as_owner(&db.pool, "person", erased_person.0).await;
     let told_or_about: Vec<RevisionId> = sqlx::query_scalar(
         "SELECT id FROM memory_entry_revisions
           WHERE runtime_agent_id = $1 AND (subject_actor_id = $2 OR source_actor_id = $2)",
@@ -331,27 +331,6 @@ async fn generate(db: &common::TestDb, seed: u64) -> Workspace {
         joining.readers.insert(newcomer.actor);
     }
     Workspace { world, model, conversations, people, direct, sharing }
-}
-
-/// Erases `scope` (`entry` or `person`) as an operator does after a preview, through the one
-/// erasure function (the table owner may execute it like a member of `mesh_eraser`).
-async fn erase(db: &common::TestDb, scope: &str, target: uuid::Uuid) {
-    let previewed: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT id FROM memory_erasure_scope($1, $2, NULL)")
-        .bind(scope)
-        .bind(target)
-        .fetch_all(&db.pool)
-        .await
-        .unwrap();
-    if previewed.is_empty() {
-        return;
-    }
-    sqlx::query("SELECT mesh_operator_erase(gen_random_uuid(), $1, $2, NULL, 'adversarial suite', $3, '{}')")
-        .bind(scope)
-        .bind(target)
-        .bind(&previewed)
-        .execute(&db.pool)
-        .await
-        .unwrap();
 }
 
 /// Amends `entry` from `current` to `body`; by another voice when `by` names them and the message

@@ -557,7 +557,7 @@ async fn build(
             store.forget_entry(world.agent, written.entry_id()).await.unwrap();
         }
         if m.erase {
-            erase_entry(pool, written.entry_id()).await;
+            common::erase_as_owner(pool, "entry", written.entry_id().0).await;
         }
     }
     world.clock += Duration::minutes(5);
@@ -573,22 +573,6 @@ async fn build(
         let _ = store.join_conversation(conversations[*c], people[*p].actor, tomorrow).await;
     }
     (world, people, conversations)
-}
-
-/// Erases every revision of `entry` as an operator would (previewed scope, reason), through the
-/// one erasure function; the table owner may execute it like a member of `mesh_eraser`.
-async fn erase_entry(pool: &sqlx::PgPool, entry: mesh_memory::EntryId) {
-    let scope: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM memory_erasure_scope('entry', $1, NULL)")
-        .bind(entry)
-        .fetch_all(pool)
-        .await
-        .unwrap();
-    sqlx::query("SELECT mesh_operator_erase(gen_random_uuid(), 'entry', $1, NULL, 'property test', $2, '{}')")
-        .bind(entry)
-        .bind(&scope)
-        .execute(pool)
-        .await
-        .unwrap();
 }
 
 /// Revision ids that the set form admits, through audience classes or through the audience array.

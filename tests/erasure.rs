@@ -147,8 +147,8 @@ async fn only_members_of_mesh_eraser_can_erase_and_the_history_tables_refuse_eve
     let (role, password, _) = login_role_with_password(&s.db, "operator", "mesh_operator").await;
     let operator = OperatorSession::sign_in(&s.db.options, &role, &password).await.unwrap();
     assert!(!operator.rights().can_erase);
-    let preview = operator.preview_erasure(&scope).await.unwrap();
-    let refused = operator.erase(&preview, "DSR-1", &with_key()).await.unwrap_err();
+    let preview = mesh_memory::operator::erasure_preview(operator.store(), &scope).await.unwrap();
+    let refused = operator.erase(&preview.scope, &preview.object_ids, "DSR-1", &with_key()).await.unwrap_err();
     assert!(matches!(&refused, OperatorError::Forbidden(why) if why.contains("GRANT mesh_eraser TO")), "{refused}");
     // The database refuses it on its own: the runtime and operator roles lack EXECUTE.
     for group in ["mesh_runtime", "mesh_operator"] {
@@ -186,7 +186,7 @@ async fn erasing_a_person_leaves_no_byte_of_the_canary_and_the_skeleton_still_re
     let session = eraser(&s.db).await;
     assert!(session.rights().can_erase);
     let scope = ErasureScope::Person { actor: s.dana.actor, agent: None };
-    let preview = session.preview_erasure(&scope).await.unwrap();
+    let preview = mesh_memory::operator::erasure_preview(session.store(), &scope).await.unwrap();
     assert_eq!(preview.counts.revisions, 1);
     assert_eq!(preview.counts.messages, 2, "both of Dana's messages");
     assert_eq!(preview.counts.replies, 2, "the reply that repeated it and the one that used it");
@@ -195,7 +195,10 @@ async fn erasing_a_person_leaves_no_byte_of_the_canary_and_the_skeleton_still_re
     assert_eq!(preview.counts.embeddings, 1);
     assert!(preview.revisions[0].excerpt.contains("canary-7Q4Z"), "the operator sees what goes");
 
-    let report = session.erase(&preview, "DSR-1042: data-subject request", &with_key()).await.unwrap();
+    let report = session
+        .erase(&preview.scope, &preview.object_ids, "DSR-1042: data-subject request", &with_key())
+        .await
+        .unwrap();
     assert_eq!(report.counts, preview.counts);
     assert!(report.fingerprinted);
     assert!(report.vacuumed.contains(&"memory_entry_revisions".to_owned()), "{:?}", report.vacuumed);
@@ -259,9 +262,9 @@ async fn erasing_a_person_leaves_no_byte_of_the_canary_and_the_skeleton_still_re
     // The runtime cannot bring it back, and a second erasure finds nothing left to erase.
     let amended = s.db.store.forget_entry(s.world.agent, entry).await.unwrap();
     assert!(matches!(amended, WriteOutcome::NothingChanged { .. }));
-    let again = session.preview_erasure(&scope).await.unwrap();
+    let again = mesh_memory::operator::erasure_preview(session.store(), &scope).await.unwrap();
     assert_eq!(again.counts.revisions + again.counts.messages, 0);
-    let refused = session.erase(&again, "again", &with_key()).await.unwrap_err();
+    let refused = session.erase(&again.scope, &again.object_ids, "again", &with_key()).await.unwrap_err();
     assert!(matches!(refused, OperatorError::Erasure(ErasureError::NothingToErase(_))), "{refused}");
     // The audit row names the role and the reason.
     let (role, reason): (String, String) =
@@ -282,8 +285,12 @@ async fn a_turn_that_retrieved_the_memory_before_the_erasure_is_withheld_at_deli
     let prepared = engine.prepare(asked).await.unwrap();
 
     let session = eraser(&s.db).await;
-    let preview = session.preview_erasure(&ErasureScope::Entry { entry }).await.unwrap();
-    session.erase(&preview, "secret pasted by mistake", &ErasureOptions::default()).await.unwrap();
+    let preview =
+        mesh_memory::operator::erasure_preview(session.store(), &ErasureScope::Entry { entry }).await.unwrap();
+    session
+        .erase(&preview.scope, &preview.object_ids, "secret pasted by mistake", &ErasureOptions::default())
+        .await
+        .unwrap();
 
     let report = engine.deliver(prepared).await.unwrap();
     let TurnOutcome::Withheld { recheck } = &report.outcome else { panic!("{:?}", report.outcome) };
@@ -296,7 +303,7 @@ async fn an_erasure_that_fails_halfway_or_whose_scope_changed_erases_nothing() {
     let (entry, _) = dana_tells_the_canary(&mut s).await;
     let session = eraser(&s.db).await;
     let scope = ErasureScope::Person { actor: s.dana.actor, agent: Some(s.world.agent) };
-    let preview = session.preview_erasure(&scope).await.unwrap();
+    let preview = mesh_memory::operator::erasure_preview(session.store(), &scope).await.unwrap();
     let before = rows_containing(&s.db, CANARY_TOKEN).await;
 
     // Another transaction holds one of Dana's messages: the erasure has rewritten the revision
@@ -308,7 +315,7 @@ async fn an_erasure_that_fails_halfway_or_whose_scope_changed_erases_nothing() {
         .await
         .unwrap();
     let options = ErasureOptions { lock_timeout: std::time::Duration::from_millis(300), ..with_key() };
-    let failed = session.erase(&preview, "DSR-7", &options).await.unwrap_err();
+    let failed = session.erase(&preview.scope, &preview.object_ids, "DSR-7", &options).await.unwrap_err();
     assert!(matches!(failed, OperatorError::Erasure(ErasureError::Database(_))), "{failed}");
     holder.rollback().await.unwrap();
     assert_eq!(rows_containing(&s.db, CANARY_TOKEN).await, before, "nothing half-erased");
@@ -320,13 +327,13 @@ async fn an_erasure_that_fails_halfway_or_whose_scope_changed_erases_nothing() {
 
     // Dana says something new after the preview: the confirmation no longer matches, refused.
     s.world.say(s.dm, &s.dana, "One more thing for the record, please.").await;
-    let refused = session.erase(&preview, "DSR-7", &with_key()).await.unwrap_err();
+    let refused = session.erase(&preview.scope, &preview.object_ids, "DSR-7", &with_key()).await.unwrap_err();
     assert!(matches!(refused, OperatorError::Erasure(ErasureError::ScopeChanged)), "{refused}");
     assert_eq!(rows_containing(&s.db, CANARY_TOKEN).await, before);
     // Preview again, confirm, and it goes.
-    let preview = session.preview_erasure(&scope).await.unwrap();
+    let preview = mesh_memory::operator::erasure_preview(session.store(), &scope).await.unwrap();
     assert_eq!(preview.counts.messages, 3);
-    session.erase(&preview, "DSR-7", &with_key()).await.unwrap();
+    session.erase(&preview.scope, &preview.object_ids, "DSR-7", &with_key()).await.unwrap();
     assert_eq!(rows_containing(&s.db, CANARY_TOKEN).await, vec![]);
 }
 

@@ -244,7 +244,7 @@ async fn an_erasure_leaves_no_point_of_its_revisions_in_qdrant() {
     let generation = active_generation(&db).await.id;
     assert!(index.point_revisions(generation).await.unwrap().contains(&amended));
 
-    semantic_conformance::erase_entry(&db, s.tabs.0).await;
+    common::erase_as_owner(&db.pool, "entry", s.tabs.0 .0).await;
     // What `erase verify` reads: the erased revisions' points left in any generation.
     let config = adapter.config.clone();
     let erased = [s.tabs.1, amended];

@@ -207,7 +207,7 @@ pub async fn revoke_access_token(
 #[tauri::command]
 #[specta::specta]
 pub async fn preview_erasure(console: State<'_, Console>, scope: ErasureScope) -> Res<ErasurePreview> {
-    Ok(console.session().await?.preview_erasure(&scope).await?)
+    Ok(operator::erasure_preview(console.session().await?.store(), &scope).await?)
 }
 
 /// Erase what the operator previewed (`object_ids`, from [`preview_erasure`]) of `scope`, with a
@@ -222,14 +222,8 @@ pub async fn erase(
     object_ids: Vec<uuid::Uuid>,
     reason: String,
 ) -> Res<ErasureReport> {
-    let session = console.session().await?;
-    let fingerprint_key =
-        mesh_memory::service::fingerprint_key_from_environment().map_err(mesh_memory::erasure::ErasureError::from)?;
-    let options = ErasureOptions { fingerprint_key, ..ErasureOptions::default() };
-    // Only the scope and the confirmed ids matter to the erasure; the counts and excerpts were
-    // for the operator's eyes.
-    let previewed = ErasurePreview { scope, counts: Default::default(), revisions: Vec::new(), object_ids };
-    Ok(session.erase(&previewed, &reason, &options).await?)
+    let options = ErasureOptions::from_environment()?;
+    Ok(console.session().await?.erase(&scope, &object_ids, &reason, &options).await?)
 }
 
 /// Check an erasure: erased bodies are markers, no embedding or search row is left, and (with the

@@ -33,21 +33,6 @@ pub use fingerprint::FingerprintKey;
 /// The text an erased body, message or quotation reads (the SQL `memory_erasure_marker()`).
 pub const ERASURE_MARKER: &str = "[erased]";
 
-/// Tables an erasure rewrites, vacuumed after it commits.
-const REWRITTEN_TABLES: &[&str] = &[
-    "memory_entry_revisions",
-    "messages",
-    "agent_turns",
-    "sharing_requests",
-    "operator_actions",
-    "evidence_repairs",
-    "revision_embeddings",
-    "searchable_revisions",
-    "lexical_term_statistics",
-    "lexical_statistics_pending",
-    "memory_entries",
-];
-
 /// What an erasure reaches.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -108,7 +93,9 @@ pub struct ErasureCounts {
 }
 
 impl ErasureCounts {
-    fn from_kinds(kinds: &BTreeMap<String, u32>, embeddings: u32) -> Self {
+    /// From `kind -> count` as `memory_erasure_scope`'s kinds and `mesh_operator_erase`'s
+    /// result name them (`embeddings` included).
+    fn from_kinds(kinds: &BTreeMap<String, u32>) -> Self {
         let n = |k: &str| kinds.get(k).copied().unwrap_or(0);
         Self {
             revisions: n("revision"),
@@ -117,7 +104,7 @@ impl ErasureCounts {
             turns: n("turn"),
             entries: n("entry"),
             sharing_requests: n("sharing_request"),
-            embeddings,
+            embeddings: n("embeddings"),
         }
     }
 }
@@ -294,7 +281,7 @@ pub async fn preview(pool: &PgPool, scope: &ErasureScope) -> Result<ErasurePrevi
     .bind(&revision_ids)
     .fetch_all(pool)
     .await?;
-    let embeddings = listed.iter().map(|l| l.2 as u32).sum();
+    kinds.insert("embeddings".to_owned(), listed.iter().map(|l| l.2 as u32).sum());
     let revisions = listed
         .into_iter()
         .map(|(id, entry, _, excerpt)| RevisionToErase {
@@ -305,7 +292,7 @@ pub async fn preview(pool: &PgPool, scope: &ErasureScope) -> Result<ErasurePrevi
         .collect();
     Ok(ErasurePreview {
         scope: scope.clone(),
-        counts: ErasureCounts::from_kinds(&kinds, embeddings),
+        counts: ErasureCounts::from_kinds(&kinds),
         revisions,
         object_ids: sorted_ids(&rows),
     })
@@ -324,6 +311,15 @@ pub struct ErasureOptions {
 impl Default for ErasureOptions {
     fn default() -> Self {
         Self { fingerprint_key: None, lock_timeout: std::time::Duration::from_secs(10) }
+    }
+}
+
+impl ErasureOptions {
+    /// The defaults, with the fingerprint key from `MESH_AGENT_MASTER_KEY` (none when unset):
+    /// what every shell erases with.
+    pub fn from_environment() -> Result<Self, ErasureError> {
+        let fingerprint_key = crate::service::fingerprint_key_from_environment()?;
+        Ok(Self { fingerprint_key, ..Self::default() })
     }
 }
 
@@ -381,32 +377,34 @@ pub(crate) async fn execute(
     let erased_by: String = sqlx::query_scalar("SELECT session_user::text").fetch_one(&mut *tx).await?;
     tx.commit().await?;
     let vacuumed = vacuum(pool).await;
-    let embeddings = counts.0.get("embeddings").copied().unwrap_or(0);
     Ok(ErasureReport {
         erasure_id,
         erased_by,
-        counts: ErasureCounts::from_kinds(&counts.0, embeddings),
+        counts: ErasureCounts::from_kinds(&counts.0),
         fingerprinted: !fingerprints.is_empty(),
         vacuumed,
     })
 }
 
-/// VACUUM of the rewritten tables (outside any transaction, as VACUUM must run). A table the role
-/// may not maintain is left out of the returned list, not an error: the erasure has committed.
+/// VACUUM of the tables the role may maintain (outside any transaction, as VACUUM must run):
+/// an eraser holds `MAINTAIN` on exactly the tables an erasure rewrites (migration
+/// `20261208100000`). Returns what was vacuumed; one that fails, or a server without `MAINTAIN`
+/// (before PostgreSQL 17), is left out, not an error: the erasure has committed.
 async fn vacuum(pool: &PgPool) -> Vec<String> {
+    let maintainable: Vec<String> = sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE n.nspname = current_schema() AND c.relkind = 'r' AND has_table_privilege(c.oid, 'MAINTAIN')
+          ORDER BY 1",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap_or_default();
     let mut done = Vec::new();
-    for table in REWRITTEN_TABLES {
-        let maintainable: bool = sqlx::query_scalar("SELECT has_table_privilege($1, 'MAINTAIN')")
-            .bind(table)
-            .fetch_one(pool)
-            .await
-            .unwrap_or(false);
-        if !maintainable {
-            continue;
-        }
-        // The name is one of the constants above, never input.
-        if sqlx::raw_sql(sqlx::AssertSqlSafe(format!("VACUUM {table}"))).execute(pool).await.is_ok() {
-            done.push((*table).to_owned());
+    for table in maintainable {
+        // The name comes from the catalogue, quoted; never input.
+        let statement = format!("VACUUM \"{}\"", table.replace('"', "\"\""));
+        if sqlx::raw_sql(sqlx::AssertSqlSafe(statement)).execute(pool).await.is_ok() {
+            done.push(table);
         }
     }
     done

@@ -143,22 +143,19 @@ impl OperatorSession {
 }
 
 impl OperatorSession {
-    /// What erasing `scope` would remove, read as this role: the operator confirms it, and
-    /// [`OperatorSession::erase`] refuses if the scope changed since.
-    pub async fn preview_erasure(&self, scope: &ErasureScope) -> Result<ErasurePreview, OperatorError> {
-        Ok(erasure::preview(self.store.pool(), scope).await?)
-    }
-
-    /// Erases what `preview` showed, with a reason, through `mesh_operator_erase` (members of
-    /// `mesh_eraser` only), then vacuums the rewritten tables. Nothing is erased on any failure.
+    /// Erases what the operator confirmed of `scope` (the `object_ids` of its [`erasure_preview`]),
+    /// with a reason, through `mesh_operator_erase` (members of `mesh_eraser` only), then vacuums
+    /// the rewritten tables. Refused, and nothing erased, when the scope no longer is what was
+    /// confirmed, or on any failure.
     pub async fn erase(
         &self,
-        preview: &ErasurePreview,
+        scope: &ErasureScope,
+        confirmed: &[Uuid],
         reason: &str,
         options: &ErasureOptions,
     ) -> Result<ErasureReport, OperatorError> {
         self.require_erase()?;
-        Ok(erasure::execute(self.store.pool(), &preview.scope, &preview.object_ids, reason, options).await?)
+        Ok(erasure::execute(self.store.pool(), scope, confirmed, reason, options).await?)
     }
 
     fn require_erase(&self) -> Result<(), OperatorError> {
@@ -172,7 +169,8 @@ impl OperatorSession {
 }
 
 /// What erasing `scope` would remove now (counts per kind, the revisions), read with the store's
-/// own privileges: `erase --dry-run` and the console's preview before an eraser confirms.
+/// own privileges (an [`OperatorSession::store`] reads as the operator's role): `erase --dry-run`
+/// and the preview an eraser confirms.
 pub async fn erasure_preview(store: &Store, scope: &ErasureScope) -> Result<ErasurePreview, OperatorError> {
     Ok(erasure::preview(store.pool(), scope).await?)
 }

@@ -504,3 +504,27 @@ pub async fn mcp_footprint(db: &TestDb) -> (i64, i64, i64) {
     .await
     .unwrap()
 }
+
+/// Erases `scope` (`entry` or `person`) of `target` in every runtime agent, as an operator does
+/// after a preview: the scope's ids are confirmed as read, through the one erasure function (the
+/// table owner may execute it like a member of `mesh_eraser`). Nothing happens when nothing is
+/// left to erase.
+#[allow(dead_code)]
+pub async fn erase_as_owner(pool: &PgPool, scope: &str, target: uuid::Uuid) {
+    let confirmed: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT id FROM memory_erasure_scope($1, $2, NULL)")
+        .bind(scope)
+        .bind(target)
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    if confirmed.is_empty() {
+        return;
+    }
+    sqlx::query("SELECT mesh_operator_erase(gen_random_uuid(), $1, $2, NULL, 'test', $3, '{}')")
+        .bind(scope)
+        .bind(target)
+        .bind(&confirmed)
+        .execute(pool)
+        .await
+        .unwrap();
+}

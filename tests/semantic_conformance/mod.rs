@@ -342,22 +342,6 @@ pub async fn amend_and_forget_leave_only_current_revisions(adapter: &impl Adapte
     assert!(outcome.degradation_categories.is_empty());
 }
 
-/// Erases every revision of `entry` as an operator would after a preview, through the one erasure
-/// function (the table owner may execute it like a member of `mesh_eraser`).
-pub async fn erase_entry(db: &TestDb, entry: EntryId) {
-    let previewed: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT id FROM memory_erasure_scope('entry', $1, NULL)")
-        .bind(entry)
-        .fetch_all(&db.pool)
-        .await
-        .unwrap();
-    sqlx::query("SELECT mesh_operator_erase(gen_random_uuid(), 'entry', $1, NULL, 'conformance', $2, '{}')")
-        .bind(entry)
-        .bind(&previewed)
-        .execute(&db.pool)
-        .await
-        .unwrap();
-}
-
 /// An erasure deletes the stored embeddings of every revision of the entry, in every generation,
 /// and the worker prunes the index: no search, however unfloored, returns either revision.
 pub async fn an_erasure_leaves_no_vector_of_its_revisions(adapter: &impl Adapter) {
@@ -370,7 +354,7 @@ pub async fn an_erasure_leaves_no_vector_of_its_revisions(adapter: &impl Adapter
     worker.drain().await.unwrap();
     assert_eq!(mesh_memory::semantic::embedding_count(&db.pool, s.tabs.1).await.unwrap(), 1);
 
-    erase_entry(&db, s.tabs.0).await;
+    common::erase_as_owner(&db.pool, "entry", s.tabs.0 .0).await;
     for revision in [s.tabs.1, amended] {
         assert_eq!(mesh_memory::semantic::embedding_count(&db.pool, revision).await.unwrap(), 0, "{revision}");
     }

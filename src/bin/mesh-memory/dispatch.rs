@@ -647,13 +647,12 @@ async fn erase(store: &Store, action: EraseAction, json: bool) -> Result<()> {
     };
     let session = operator_session(store, &role).await?;
     let erased = async {
-        let preview = session.preview_erasure(&scope).await?;
+        let preview = operator::erasure_preview(session.store(), &scope).await?;
         if !json {
             print::line(&preview);
         }
-        let key = mesh_memory::service::fingerprint_key_from_environment()?;
-        let options = ErasureOptions { fingerprint_key: key, ..ErasureOptions::default() };
-        anyhow::Ok(session.erase(&preview, &reason, &options).await?)
+        let options = ErasureOptions::from_environment()?;
+        anyhow::Ok(session.erase(&scope, &preview.object_ids, &reason, &options).await?)
     }
     .await;
     session.close().await;
