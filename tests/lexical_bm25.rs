@@ -227,8 +227,9 @@ async fn the_store_folds_pending_statistics_off_the_writers_path() {
 #[tokio::test]
 async fn statistics_follow_a_bulk_load() {
     let db = test_db().await;
-    let workspace =
-        synthetic::build(&db.pool, SyntheticSpec { revisions: 3_000, seed: 7 }, |_| {}).await.expect("bulk load");
+    let workspace = synthetic::build(&db.pool, SyntheticSpec { revisions: 3_000, seed: 7, vectors: false }, |_| {})
+        .await
+        .expect("bulk load");
     assert!(workspace.revisions >= 3_000);
     let documents: i64 = sqlx::query_scalar(
         "SELECT coalesce(sum(documents), 0)::bigint FROM lexical_corpus_totals WHERE runtime_agent_id = $1",

@@ -184,6 +184,40 @@ async fn two_concurrent_amends_of_the_same_revision_commit_exactly_once() {
     assert!(matches!(stale, StoreError::RevisionConflict { .. }), "{stale}");
 }
 
+/// The amend is one call of the schema's `memory_write_amend`: an actor that does not exist is
+/// caught by the revision's foreign key and still answered with the typed error naming the field,
+/// and nothing of the amend is written.
+#[tokio::test]
+async fn an_amend_naming_an_actor_that_does_not_exist_is_refused_and_writes_nothing() {
+    let db = test_db().await;
+    let mut w = World::new(&db.store, "agent").await;
+    let dana = w.person("Dana", "U1").await;
+    let eng = w.conversation("C1", Topology::Channel, &[&dana]).await;
+    let (entry, rev1) = w.remember(eng, &dana, None, "fact").await;
+    let before = row_counts(&db.pool).await;
+    let ghost = mesh_memory::ActorId::generate();
+
+    let mut subject = amendment(&w, entry, rev1, "a corrected fact");
+    subject.subject = SubjectUpdate::Set(ghost);
+    let err = db.store.amend_entry(subject).await.unwrap_err();
+    assert!(matches!(err, StoreError::InvalidInput { field: "subject", .. }), "{err}");
+    assert!(err.to_string().contains(&ghost.to_string()), "the error names the actor: {err}");
+
+    let mut source_actor = amendment(&w, entry, rev1, "a corrected fact");
+    source_actor.source_actor = Some(ghost);
+    let err = db.store.amend_entry(source_actor).await.unwrap_err();
+    assert!(matches!(err, StoreError::InvalidInput { field: "source actor", .. }), "{err}");
+    assert_eq!(before, row_counts(&db.pool).await, "a refused amend writes nothing");
+
+    // The entry is untouched: the revision the caller read is still current and can be amended.
+    let WriteOutcome::Committed(written) =
+        db.store.amend_entry(amendment(&w, entry, rev1, "a corrected fact")).await.unwrap()
+    else {
+        panic!("the amend commits")
+    };
+    assert_eq!(written.revision_number(), 2);
+}
+
 #[tokio::test]
 async fn unknown_and_forgotten_entries_report_nothing_changed() {
     let db = test_db().await;

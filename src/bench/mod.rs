@@ -2,6 +2,7 @@
 //! percentiles, write throughput with the outbox, and how each grows with N. Figures are printed,
 //! never asserted on time: targets are read from the report, not from a timed unit test.
 
+pub mod footprint;
 pub mod hashing;
 pub mod synthetic;
 
@@ -349,15 +350,21 @@ pub struct SizeReport {
     pub revisions: usize,
     /// Entries loaded.
     pub entries: usize,
-    /// Seconds to bulk-load the store (COPY + ANALYZE).
+    /// Seconds to bulk-load the store (COPY + VACUUM ANALYZE; with its vectors where hybrid search
+    /// is measured at this size).
     pub load_seconds: f64,
+    /// The store's disk footprint right after its load (a reused store: before this run's writes).
+    pub disk: footprint::DiskFootprint,
+    /// Resident memory of the bench process and of the server at the end of this size.
+    pub memory: footprint::ResidentMemory,
     /// Lexical recall latency (no vector index).
     pub lexical: Latency,
     /// Mean selections returned per lexical query (a sanity figure: searches do find things).
     pub lexical_selections_per_query: f64,
     /// Hybrid recall latency, when a vector index was built for this size.
     pub hybrid: Option<Latency>,
-    /// Seconds to embed (feature hashing) and COPY the vectors.
+    /// Seconds to embed (feature hashing) and COPY the vectors of a kept store that had none;
+    /// `None` when they were loaded with the store (part of `load_seconds`) or not measured.
     pub vector_index_seconds: Option<f64>,
     /// Hybrid recall and drain rate per measured vector index, in the order asked.
     pub indexes: Vec<IndexReport>,
@@ -507,8 +514,9 @@ async fn measure_size(
     progress: &mut impl FnMut(&str),
 ) -> Result<SizeReport, BenchError> {
     let started = Instant::now();
+    let hybrid_wanted = size <= options.hybrid_max_revisions && !options.vector_indexes.is_empty();
     let workspace = if fresh {
-        let spec = synthetic::SyntheticSpec { revisions: size, seed: size as u64 };
+        let spec = synthetic::SyntheticSpec { revisions: size, seed: size as u64, vectors: hybrid_wanted };
         synthetic::build(pool, spec, |stage| progress(&format!("{size}: {stage}"))).await?
     } else {
         // The last run's writes left pages that autovacuum would have settled by now; measuring
@@ -517,6 +525,19 @@ async fn measure_size(
         synthetic::load(pool).await?
     };
     let load_seconds = if fresh { started.elapsed().as_secs_f64() } else { 0.0 };
+    let mut vector_index_seconds = None;
+    if hybrid_wanted && !has_active_generation(pool).await? {
+        progress(&format!("{size}: embedding vectors into PostgreSQL"));
+        let timer = Instant::now();
+        load_vectors(pool).await?;
+        vector_index_seconds = Some(timer.elapsed().as_secs_f64());
+    }
+    let disk = footprint::DiskFootprint::read(pool).await?;
+    progress(&format!(
+        "{size}: on disk {} ({:.0} bytes per revision)",
+        footprint::human_bytes(disk.database_bytes),
+        disk.database_bytes as f64 / workspace.revisions.max(1) as f64
+    ));
     let store = Store::new(pool.clone());
     progress(&format!("{size}: lexical recall x{}", options.queries));
     let configured = |index: Option<Arc<dyn crate::retrieval::SemanticIndex>>| {
@@ -530,14 +551,7 @@ async fn measure_size(
     measure_recall(&retriever, &workspace, options.queries.min(20), 7).await?;
     let (lexical, returned) = measure_recall(&retriever, &workspace, options.queries, 42).await?;
     let mut indexes = Vec::new();
-    let mut vector_index_seconds = None;
-    if size <= options.hybrid_max_revisions && !options.vector_indexes.is_empty() {
-        progress(&format!("{size}: embedding vectors into PostgreSQL"));
-        let timer = Instant::now();
-        if fresh || !has_active_generation(pool).await? {
-            load_vectors(pool).await?;
-        }
-        vector_index_seconds = Some(timer.elapsed().as_secs_f64());
+    if hybrid_wanted {
         for index in &options.vector_indexes {
             let label = index.label();
             progress(&format!("{size}: {label}: loading, hybrid recall x{}, outbox drain", options.queries));
@@ -558,10 +572,14 @@ async fn measure_size(
     }
     progress(&format!("{size}: amend throughput"));
     let amends = measure_amend_throughput(&store, &workspace, options.writers, options.write_duration).await?;
+    let memory = footprint::ResidentMemory::read(pool).await;
+    progress(&format!("{size}: {}", memory.summary()));
     Ok(SizeReport {
         revisions: workspace.revisions,
         entries: workspace.entries,
         load_seconds,
+        disk,
+        memory,
         lexical_selections_per_query: returned as f64 / options.queries.max(1) as f64,
         lexical,
         hybrid,
@@ -660,21 +678,12 @@ async fn has_active_generation(pool: &sqlx::PgPool) -> Result<bool, BenchError> 
         .await?)
 }
 
-/// Embeds every current revision with the hashing embedder into an active generation (COPY, in
-/// chunks), as `index run` would leave a store.
+/// Embeds every current revision of a kept store that has no vectors with the hashing embedder
+/// into an active generation (COPY, in chunks), as `index run` would leave a store. A fresh store
+/// gets its vectors while it loads ([`synthetic::build`]), which writes each projection row once.
 async fn load_vectors(pool: &sqlx::PgPool) -> Result<(), BenchError> {
-    let info = hashing::HashingEmbedder::default();
-    let info = crate::semantic::Embedder::info(&info).clone();
-    let generation: i64 = sqlx::query_scalar(
-        "INSERT INTO embedding_generations (provider, model, dimension, state, activated_at, document_form)
-         VALUES ($1, $2, $3, 'active', now(), $4) RETURNING id",
-    )
-    .bind(&info.provider)
-    .bind(&info.model)
-    .bind(info.dimension as i32)
-    .bind(crate::semantic::DOCUMENT_FORM)
-    .fetch_one(pool)
-    .await?;
+    let mut conn = pool.acquire().await?;
+    let generation = synthetic::create_active_generation(&mut conn).await?;
     // The same text the index worker embeds (the subject's name with the body).
     let rows: Vec<(uuid::Uuid, String, Option<String>)> = sqlx::query_as(concat!(
         "SELECT r.id, r.body, ",
@@ -682,16 +691,13 @@ async fn load_vectors(pool: &sqlx::PgPool) -> Result<(), BenchError> {
         " FROM memory_entries e JOIN memory_entry_revisions r ON r.id = e.current_revision_id
           WHERE e.state = 'live'"
     ))
-    .fetch_all(pool)
+    .fetch_all(&mut *conn)
     .await?;
-    let mut conn = pool.acquire().await?;
     for chunk in rows.chunks(5_000) {
-        let mut text = String::new();
-        for (id, body, subject) in chunk {
-            let document = crate::semantic::document_text(subject.as_deref(), body);
-            let vector: Vec<String> = hashing::hash_vector(&document).iter().map(|x| format!("{x:.5}")).collect();
-            text.push_str(&format!("{generation}\t{id}\t{}\t{}\t[{}]\n", info.model, info.dimension, vector.join(",")));
-        }
+        let text: String = chunk
+            .iter()
+            .map(|(id, body, subject)| synthetic::embedding_row(generation, id, subject.as_deref(), body))
+            .collect();
         let mut copy = conn
             .copy_in_raw(
                 "COPY revision_embeddings (generation_id, revision_id, model, dimension, embedding) FROM STDIN",
@@ -784,6 +790,33 @@ pub fn render_table(report: &BenchReport) -> String {
                 rate.latency.p99_ms
             ));
         }
+    }
+    for r in reports {
+        out.push_str(&render_footprint(r));
+    }
+    out
+}
+
+/// One size's disk footprint (the dozen largest relations, with bytes per revision) and resident
+/// memory.
+fn render_footprint(r: &SizeReport) -> String {
+    let per_revision = |bytes: i64| bytes as f64 / r.revisions.max(1) as f64;
+    let mut out = format!(
+        "\n{} revisions: on disk {} ({:.0} bytes per revision); {}\n",
+        r.revisions,
+        footprint::human_bytes(r.disk.database_bytes),
+        per_revision(r.disk.database_bytes),
+        r.memory.summary()
+    );
+    out.push_str(&format!("{:>60} {:>6} {:>10} {:>12}\n", "largest relations", "kind", "size", "bytes/rev"));
+    for relation in r.disk.relations.iter().take(12) {
+        out.push_str(&format!(
+            "{:>60} {:>6} {:>10} {:>12.0}\n",
+            relation.name,
+            relation.kind,
+            footprint::human_bytes(relation.bytes),
+            per_revision(relation.bytes)
+        ));
     }
     out
 }

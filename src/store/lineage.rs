@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::PgArguments;
-use sqlx::query::Query;
+use sqlx::query::{Query, QueryAs};
 use sqlx::{Postgres, Transaction};
 
 use chrono::{DateTime, Utc};
@@ -84,24 +84,6 @@ pub(crate) struct PlannedSource {
     pub source: SourceRef,
 }
 
-/// Inserts the sources with their computed evidence: every message source of every revision in
-/// one statement, then each retrieved-revision source. A foreign or missing reference rejects
-/// the call (and so the caller's transaction) with the first such reference.
-pub(crate) async fn insert_sources(
-    tx: &mut Transaction<'_, Postgres>,
-    planned: &[PlannedSource],
-) -> Result<(), StoreError> {
-    let messages = MessageSourceColumns::of(planned);
-    if !messages.is_empty() {
-        messages
-            .bind(sqlx::query("SELECT memory_insert_message_sources($1, $2, $3, $4, $5)"))
-            .execute(&mut **tx)
-            .await
-            .map_err(|e| foreign_message_source(&e).unwrap_or(StoreError::Database(e)))?;
-    }
-    insert_retrieved_revision_sources(tx, planned).await
-}
-
 /// Inserts the retrieved-revision sources among `planned`, one at a time (each computes the
 /// intersection of the retrieved revision's evidence).
 pub(crate) async fn insert_retrieved_revision_sources(
@@ -155,14 +137,17 @@ impl MessageSourceColumns {
         columns
     }
 
-    /// Whether there is no message source.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.ids.is_empty()
-    }
-
     /// Binds the columns as the query's next five parameters, in the order both schema functions
     /// take them (source ids, agents, revisions, messages, kinds).
     pub(crate) fn bind<'q>(&'q self, query: Query<'q, Postgres, PgArguments>) -> Query<'q, Postgres, PgArguments> {
+        query.bind(&self.ids).bind(&self.agents).bind(&self.revisions).bind(&self.messages).bind(&self.kinds)
+    }
+
+    /// [`Self::bind`] for a query that returns rows as `O`.
+    pub(crate) fn bind_as<'q, O>(
+        &'q self,
+        query: QueryAs<'q, Postgres, O, PgArguments>,
+    ) -> QueryAs<'q, Postgres, O, PgArguments> {
         query.bind(&self.ids).bind(&self.agents).bind(&self.revisions).bind(&self.messages).bind(&self.kinds)
     }
 }
@@ -184,16 +169,6 @@ pub(crate) fn foreign_message_source(err: &sqlx::Error) -> Option<StoreError> {
 }
 
 /// Inserts a source naming another revision, with the intersection of its evidence.
-pub(crate) async fn insert_revision_source(
-    tx: &mut Transaction<'_, Postgres>,
-    agent: AgentId,
-    revision: RevisionId,
-    parent: RevisionId,
-    kind: &str,
-) -> Result<(), StoreError> {
-    insert_revision_source_with_id(tx, SourceId::generate(), agent, revision, parent, kind).await
-}
-
 async fn insert_revision_source_with_id(
     tx: &mut Transaction<'_, Postgres>,
     source: SourceId,
@@ -235,31 +210,6 @@ async fn insert_revision_source_with_id(
     .bind(evidence)
     .bind(basis)
     .bind(known)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
-/// Copies every source of `from` (with its evidence) onto `to`, except `from`'s own parent edges:
-/// an amendment keeps all earlier evidence, so it can never become more shareable than what it
-/// amends. An earlier parent edge adds nothing: its audience is the intersection of that
-/// revision's sources, which are copied too, and `to` gets its own edge to `from` (recorded by the
-/// caller). Copying the edges as well made revision k of an entry carry k sources, so each amend
-/// of a long chain cost more than the one before.
-pub(crate) async fn copy_sources(
-    tx: &mut Transaction<'_, Postgres>,
-    from: RevisionId,
-    to: RevisionId,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO revision_sources (id, revision_id, runtime_agent_id, kind, message_id, parent_revision_id,
-                                       evidence, evidence_basis, audience)
-         SELECT gen_random_uuid(), $2, runtime_agent_id, kind, message_id, parent_revision_id, evidence,
-                evidence_basis, audience
-           FROM revision_sources WHERE revision_id = $1 AND kind <> 'parent_revision'",
-    )
-    .bind(from)
-    .bind(to)
     .execute(&mut **tx)
     .await?;
     Ok(())

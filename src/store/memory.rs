@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use sqlx::{PgExecutor, PgPool, Postgres, Transaction};
 
 use super::lineage::{
-    copy_sources, foreign_message_source, insert_retrieved_revision_sources, insert_revision_source, insert_sources,
-    names_retrieved_revisions, MessageSourceColumns, PlannedSource, SourceRef,
+    foreign_message_source, insert_retrieved_revision_sources, names_retrieved_revisions, MessageSourceColumns,
+    PlannedSource, SourceRef,
 };
 use super::{Store, StoreError};
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, EntryReference, RevisionId, SourceId};
@@ -437,6 +437,67 @@ async fn call_write_creates<'e>(
     Ok(())
 }
 
+/// The outcome `memory_write_amend` returns for an amend it wrote.
+const AMEND_COMMITTED: &str = "committed";
+
+/// What one call of `memory_write_amend` returned.
+#[derive(sqlx::FromRow)]
+struct AmendWritten {
+    /// `committed`, or why nothing was written (see the migration).
+    outcome: String,
+    /// The entry's current revision after the call (the other one, on a conflict).
+    current_revision: Option<RevisionId>,
+    /// The new revision's number, when committed.
+    revision_number: Option<i32>,
+    /// Whether the subject changed, when the call got that far.
+    subject_changed: Option<bool>,
+}
+
+/// One call of `memory_write_amend` (migration `20261209100000`). A subject or source actor that
+/// does not exist fails on the revision's foreign key and is reported as the typed error naming
+/// the field, as the lookups this call replaced reported it.
+async fn call_write_amend<'e>(
+    executor: impl PgExecutor<'e>,
+    amendment: &Amendment,
+    revision: RevisionId,
+    messages: &MessageSourceColumns,
+) -> Result<AmendWritten, StoreError> {
+    let (subject_update, subject) = match amendment.subject {
+        SubjectUpdate::Keep => ("keep", None),
+        SubjectUpdate::Set(actor) => ("set", Some(actor)),
+        SubjectUpdate::Clear => ("clear", None),
+    };
+    let query = sqlx::query_as(
+        "SELECT outcome, current_revision, revision_number, subject_changed
+           FROM memory_write_amend($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+    )
+    .bind(amendment.agent)
+    .bind(amendment.entry)
+    .bind(amendment.expected_revision)
+    .bind(revision)
+    .bind(amendment.body.as_deref())
+    .bind(subject_update)
+    .bind(subject)
+    .bind(amendment.source_actor);
+    messages.bind_as(query).fetch_one(executor).await.map_err(|e| amend_reference_error(e, amendment, subject))
+}
+
+/// Maps a foreign-key violation of an amend to the typed error naming the field or source.
+fn amend_reference_error(err: sqlx::Error, amendment: &Amendment, subject: Option<ActorId>) -> StoreError {
+    if let Some(source_error) = foreign_message_source(&err) {
+        return source_error;
+    }
+    let sqlx::Error::Database(db) = &err else { return StoreError::Database(err) };
+    let missing = |field: &'static str, actor: Option<ActorId>| {
+        StoreError::invalid(field, format!("actor {} does not exist", actor.map(|a| a.to_string()).unwrap_or_default()))
+    };
+    match (db.is_foreign_key_violation(), db.constraint()) {
+        (true, Some("memory_entry_revisions_subject_actor_id_fkey")) => missing("subject", subject),
+        (true, Some("memory_entry_revisions_source_actor_id_fkey")) => missing("source actor", amendment.source_actor),
+        _ => StoreError::Database(err),
+    }
+}
+
 async fn enqueue_index_work(
     tx: &mut Transaction<'_, Postgres>,
     agent: AgentId,
@@ -452,28 +513,11 @@ async fn enqueue_index_work(
     Ok(())
 }
 
-async fn check_actor(
-    tx: &mut Transaction<'_, Postgres>,
-    field: &'static str,
-    actor: Option<ActorId>,
-) -> Result<(), StoreError> {
-    if let Some(actor) = actor {
-        let exists: Option<(i32,)> =
-            sqlx::query_as("SELECT 1 FROM actors WHERE id = $1").bind(actor).fetch_optional(&mut **tx).await?;
-        if exists.is_none() {
-            return Err(StoreError::invalid(field, format!("actor {actor} does not exist")));
-        }
-    }
-    Ok(())
-}
-
-/// The entry row as amend and forget need it, locked for the rest of the transaction.
+/// The entry row as forget needs it, locked for the rest of the transaction.
 struct LockedEntry {
     state: EntryState,
     current_revision: RevisionId,
     revision_number: i32,
-    body: String,
-    subject: Option<ActorId>,
 }
 
 async fn lock_entry(
@@ -494,12 +538,11 @@ async fn lock_entry(
     let Some((state, current_revision)) = locked else {
         return Ok(None);
     };
-    let (revision_number, body, subject): (i32, String, Option<ActorId>) =
-        sqlx::query_as("SELECT revision_number, body, subject_actor_id FROM memory_entry_revisions WHERE id = $1")
-            .bind(current_revision)
-            .fetch_one(&mut **tx)
-            .await?;
-    Ok(Some(LockedEntry { state, current_revision, revision_number, body, subject }))
+    let revision_number: i32 = sqlx::query_scalar("SELECT revision_number FROM memory_entry_revisions WHERE id = $1")
+        .bind(current_revision)
+        .fetch_one(&mut **tx)
+        .await?;
+    Ok(Some(LockedEntry { state, current_revision, revision_number }))
 }
 
 impl Store {
@@ -518,71 +561,54 @@ impl Store {
 
     /// Adds a revision to a live entry, provided `expected_revision` is still current. Earlier
     /// evidence is kept (copied) and the parent revision is recorded as a source.
+    ///
+    /// One call of the schema's `memory_write_amend` (migration `20261209100000`): one round trip
+    /// and its own transaction, which locks the entry, checks the expected revision and writes the
+    /// revision, its evidence, the entry's pointer and the outbox row; only an amendment naming a
+    /// retrieved revision is wrapped in a transaction that also writes those sources.
     pub async fn amend_entry(&self, amendment: Amendment) -> Result<WriteOutcome, StoreError> {
         if let Some(body) = &amendment.body {
             validate_body(body)?;
         }
         validate_sources(&amendment.sources, false)?;
-        let mut tx = self.pool.begin().await?;
-        let Some(current) = lock_entry(&mut tx, amendment.agent, amendment.entry).await? else {
-            return Ok(nothing_changed(amendment.entry, NothingChangedReason::UnknownEntry));
-        };
-        if current.state == EntryState::Forgotten {
-            return Ok(nothing_changed(amendment.entry, NothingChangedReason::AlreadyForgotten));
-        }
-        if current.current_revision != amendment.expected_revision {
-            return Err(StoreError::RevisionConflict {
-                entry: amendment.entry.0,
-                expected: amendment.expected_revision.0,
-                actual: current.current_revision.0,
-            });
-        }
-        let subject = match amendment.subject {
-            SubjectUpdate::Keep => current.subject,
-            SubjectUpdate::Set(actor) => Some(actor),
-            SubjectUpdate::Clear => None,
-        };
-        let body = amendment.body.unwrap_or_else(|| current.body.clone());
-        let subject_changed = subject != current.subject;
-        if !subject_changed && body == current.body {
-            return Err(StoreError::invalid("amendment", "changes neither the body nor the subject"));
-        }
-        check_actor(&mut tx, "subject", subject).await?;
-        check_actor(&mut tx, "source actor", amendment.source_actor).await?;
         let revision = RevisionId::generate();
-        let number = current.revision_number + 1;
-        sqlx::query(
-            "INSERT INTO memory_entry_revisions (id, entry_id, runtime_agent_id, revision_number, operation, body,
-                                                 subject_actor_id, source_actor_id)
-             VALUES ($1, $2, $3, $4, 'amend', $5, $6, $7)",
-        )
-        .bind(revision)
-        .bind(amendment.entry)
-        .bind(amendment.agent)
-        .bind(number)
-        .bind(&body)
-        .bind(subject)
-        .bind(amendment.source_actor)
-        .execute(&mut *tx)
-        .await?;
-        copy_sources(&mut tx, current.current_revision, revision).await?;
-        insert_revision_source(&mut tx, amendment.agent, revision, current.current_revision, "parent_revision").await?;
-        insert_sources(&mut tx, &plan_sources(amendment.agent, revision, &amendment.sources)).await?;
-        sqlx::query("UPDATE memory_entries SET current_revision_id = $2, updated_at = now() WHERE id = $1")
-            .bind(amendment.entry)
-            .bind(revision)
-            .execute(&mut *tx)
-            .await?;
-        enqueue_index_work(&mut tx, amendment.agent, revision, "index_revision").await?;
-        tx.commit().await?;
-        self.wrote(1);
-        Ok(WriteOutcome::Committed(CommittedWrite::new(
-            WriteOperation::Amend,
-            amendment.entry,
-            revision,
-            number,
-            subject_changed,
-        )))
+        let planned = plan_sources(amendment.agent, revision, &amendment.sources);
+        let messages = MessageSourceColumns::of(&planned);
+        let written = if names_retrieved_revisions(&planned) {
+            let mut tx = self.pool.begin().await?;
+            let written = call_write_amend(&mut *tx, &amendment, revision, &messages).await?;
+            if written.outcome == AMEND_COMMITTED {
+                insert_retrieved_revision_sources(&mut tx, &planned).await?;
+                tx.commit().await?;
+            }
+            written
+        } else {
+            call_write_amend(&self.pool, &amendment, revision, &messages).await?
+        };
+        let outcome = match written.outcome.as_str() {
+            AMEND_COMMITTED => WriteOutcome::Committed(CommittedWrite::new(
+                WriteOperation::Amend,
+                amendment.entry,
+                revision,
+                written.revision_number.unwrap_or_default(),
+                written.subject_changed.unwrap_or_default(),
+            )),
+            "unknown_entry" => nothing_changed(amendment.entry, NothingChangedReason::UnknownEntry),
+            "already_forgotten" => nothing_changed(amendment.entry, NothingChangedReason::AlreadyForgotten),
+            "revision_conflict" => {
+                return Err(StoreError::RevisionConflict {
+                    entry: amendment.entry.0,
+                    expected: amendment.expected_revision.0,
+                    actual: written.current_revision.map(|r| r.0).unwrap_or_default(),
+                })
+            }
+            "unchanged" => return Err(StoreError::invalid("amendment", "changes neither the body nor the subject")),
+            other => return Err(StoreError::Database(sqlx::Error::Protocol(format!("unknown amend outcome {other}")))),
+        };
+        if matches!(outcome, WriteOutcome::Committed(_)) {
+            self.wrote(1);
+        }
+        Ok(outcome)
     }
 
     /// Retires a live entry. Its revisions, sources and grants stay as history.
