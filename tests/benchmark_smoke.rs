@@ -71,6 +71,7 @@ fn smoke_options() -> BenchOptions {
         reuse_databases: false,
         hybrid_max_revisions: 10_000,
         vector_indexes: vec![bench::BenchIndex::PgVector],
+        query_model: None,
     }
 }
 

@@ -275,6 +275,20 @@ pub struct BenchOptions {
     /// The vector indexes hybrid recall and the outbox drain are measured with, side by side
     /// (each size: hybrid latency, then the drain rate of a fresh backlog of remembers).
     pub vector_indexes: Vec<BenchIndex>,
+    /// A real embedding model that each hybrid query is embedded with, timed in the loop as
+    /// production pays it (see [`hashing::ModelTimedEmbedder`]); `None`: the hashing embedder
+    /// alone, which costs microseconds.
+    pub query_model: Option<QueryModel>,
+}
+
+/// The model `--query-model` times in front of each hybrid query.
+#[derive(Clone)]
+pub struct QueryModel(pub Arc<dyn crate::semantic::Embedder>);
+
+impl std::fmt::Debug for QueryModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("QueryModel").field(self.0.info()).finish()
+    }
 }
 
 /// A vector index the bench measures.
@@ -460,6 +474,8 @@ impl ServerSettings {
 pub struct BenchReport {
     /// The settings the figures were measured under.
     pub server: ServerSettings,
+    /// What embeds each hybrid query: `hashing`, or the model timed in front of it.
+    pub query_embedder: String,
     /// One report per size, in the order asked.
     pub sizes: Vec<SizeReport>,
 }
@@ -503,7 +519,11 @@ pub async fn run(
         }
         reports.push(result?);
     }
-    Ok(BenchReport { server, sizes: reports })
+    let query_embedder = match &options.query_model {
+        Some(QueryModel(model)) => hashing::ModelTimedEmbedder::new(model.clone()).label(),
+        None => "hashing".to_owned(),
+    };
+    Ok(BenchReport { server, query_embedder, sizes: reports })
 }
 
 async fn measure_size(
@@ -603,16 +623,20 @@ async fn measure_index(
     pgvector_seconds: Option<f64>,
 ) -> Result<IndexReport, BenchError> {
     let embedder: Arc<dyn crate::semantic::Embedder> = Arc::new(hashing::HashingEmbedder::default());
+    let query_embedder: Arc<dyn crate::semantic::Embedder> = match &options.query_model {
+        Some(QueryModel(model)) => Arc::new(hashing::ModelTimedEmbedder::new(model.clone())),
+        None => embedder.clone(),
+    };
     type Mirror = Option<Arc<dyn crate::semantic::VectorMirror>>;
     let (search, mirror, load_seconds): (Arc<dyn crate::retrieval::SemanticIndex>, Mirror, f64) = match index {
         BenchIndex::PgVector => {
-            (Arc::new(crate::semantic::PgVectorIndex::new(embedder.clone())), None, pgvector_seconds.unwrap_or(0.0))
+            (Arc::new(crate::semantic::PgVectorIndex::new(query_embedder)), None, pgvector_seconds.unwrap_or(0.0))
         }
         #[cfg(feature = "qdrant")]
         BenchIndex::Qdrant { config, .. } => {
             let timer = Instant::now();
             let qdrant = Arc::new(
-                crate::semantic::qdrant::QdrantIndex::new(config.clone(), embedder.clone())
+                crate::semantic::qdrant::QdrantIndex::new(config.clone(), query_embedder)
                     .map_err(|e| BenchError::Setup(e.to_string()))?,
             );
             upload_vectors(pool, qdrant.as_ref()).await?;
@@ -718,7 +742,7 @@ async fn load_vectors(pool: &sqlx::PgPool) -> Result<(), BenchError> {
 /// the smallest size, then every write rate with its latency.
 pub fn render_table(report: &BenchReport) -> String {
     let reports = &report.sizes;
-    let mut out = format!("server: {}\n\n", report.server.summary());
+    let mut out = format!("server: {}\nquery embedding: {}\n\n", report.server.summary(), report.query_embedder);
     out.push_str(&format!(
         "{:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9}\n",
         "revisions",

@@ -142,6 +142,11 @@ pub(crate) enum Command {
         /// Qdrant ones need a build with `--features qdrant`.
         #[arg(long, value_delimiter = ',', default_value = "pgvector")]
         vector_index: Vec<String>,
+        /// Embed each hybrid query with the embedder MESH_EMBEDDER configures (all-MiniLM-L6-v2
+        /// in a `--features local-embedder` build), timed in the loop as production pays it; the
+        /// searched vector stays the hashing embedder's, which the store's documents carry.
+        #[arg(long)]
+        query_model: bool,
         /// Also write the report as JSON to this file.
         #[arg(long)]
         json_out: Option<std::path::PathBuf>,

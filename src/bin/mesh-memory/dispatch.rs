@@ -57,9 +57,16 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
             reuse,
             hybrid_max,
             vector_index,
+            query_model,
             json_out,
         } => {
             let (vector_indexes, _servers) = bench_indexes(&vector_index).await?;
+            let query_model = match query_model {
+                true => Some(mesh_memory::bench::QueryModel(
+                    mesh_memory::semantic::embedder_from_env().context("--query-model needs an embedder")?,
+                )),
+                false => None,
+            };
             let options = mesh_memory::bench::BenchOptions {
                 sizes,
                 queries,
@@ -70,6 +77,7 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
                 reuse_databases: reuse,
                 hybrid_max_revisions: hybrid_max,
                 vector_indexes,
+                query_model,
             };
             bench(cli.database_url.as_deref(), &options, json_out.as_deref()).await
         }
