@@ -339,6 +339,40 @@ async fn withheld_matches_are_counted_once_each_by_rule_and_a_released_revision_
     assert_eq!(outcome.withheld.get("audience_not_covered"), Some(&2));
 }
 
+/// The withheld diagnostics stop at `withheld_count_limit`: a count that reaches it is a lower
+/// bound, the search still returns what is eligible, and one withheld match with unknown evidence
+/// still records `eligibility_withheld_unknown`. A limit of 0 is refused.
+#[tokio::test]
+async fn withheld_counts_stop_at_the_configured_bound_and_unknown_evidence_is_still_recorded() {
+    let db = test_db().await;
+    let mut w = workspace(&db.store).await;
+    let eng = w.engineering;
+    let legacy = w.world.conversation("C-LEGACY", Topology::Unknown, &[&w.victor, &w.dana]).await;
+    for body in ["Budget forecast one.", "Budget forecast two.", "Budget forecast three."] {
+        w.world.remember(w.dm_priya, &w.priya, None, body).await;
+    }
+    w.world.remember(legacy, &w.victor, None, "The budget forecast is due Friday.").await;
+    let (shared, _) = w.world.remember(eng, &w.dana, None, "Budget forecast review is on Thursday.").await;
+
+    let unbounded = ask(&w.world, eng, Some(w.dana.actor), "budget forecast").await;
+    assert_eq!(unbounded.withheld.get("audience_not_covered"), Some(&3));
+
+    let config = RetrievalConfig { withheld_count_limit: 2, ..RetrievalConfig::default() };
+    assert_eq!(config.validate(), Ok(()));
+    let bounded = ask_with(&w.world, config, eng, Some(w.dana.actor), "budget forecast").await;
+    assert_eq!(entries(&bounded), vec![shared], "the bound changes diagnostics, never selections");
+    assert_eq!(bounded.withheld.get("audience_not_covered"), Some(&2), "{:?}", bounded.withheld);
+    assert_eq!(bounded.withheld.get("unknown_evidence"), Some(&1));
+    assert!(
+        bounded.degradation_categories.contains(&DegradationCategory::EligibilityWithheldUnknown),
+        "{:?}",
+        bounded.degradation_categories
+    );
+
+    let zero = RetrievalConfig { withheld_count_limit: 0, ..RetrievalConfig::default() };
+    assert_eq!(zero.validate().unwrap_err().field, "withheld_count_limit");
+}
+
 #[tokio::test]
 async fn the_lexical_terms_are_the_lexemes_the_lexical_query_ors() {
     let db = test_db().await;

@@ -369,9 +369,10 @@ pub(crate) async fn lexical(
 
 /// Counts, by rejecting rule, full-text matches among the agent's live current revisions that the
 /// policy withheld (SQL `memory_withheld_rules`, which names each by the policy's rule order):
-/// exact for `unknown_evidence`, which decides `eligibility_withheld_unknown`, lower bounds for the
-/// others, bounded whatever the archive size. Only categories and counts leave this function,
-/// never text or ids.
+/// exact up to `limit` for `unknown_evidence`, which decides `eligibility_withheld_unknown`, lower
+/// bounds for the others (at most `limit` sampled per query term), so the work is bounded by
+/// `limit` whatever the archive size ([`super::RetrievalConfig::withheld_count_limit`]). Only
+/// categories and counts leave this function, never text or ids.
 pub(crate) async fn withheld_lexical(
     pool: &PgPool,
     ctx: &EligibilityContext,

@@ -93,6 +93,13 @@ pub struct RetrievalConfig {
     /// At most this many candidates per source (subject, conversation, lexical, semantic,
     /// always-on). Default 200.
     pub per_source_limit: u32,
+    /// The withheld diagnostics count at most this many rejected full-text matches with unknown
+    /// evidence, and sample at most this many per query term for the other rules: a count that
+    /// reaches it is a lower bound ("at least"). Their cost per search is proportional to it
+    /// (at 1M revisions, about 4 ms at 200 and 2 ms at 50, the largest statement of a lexical
+    /// search), and one withheld match with unknown evidence is enough to record
+    /// `eligibility_withheld_unknown`. Default 50; at least 1.
+    pub withheld_count_limit: u32,
     /// Deadline of semantic work; on expiry retrieval degrades to lexical (`semantic_timeout`).
     /// Default 3 s.
     pub semantic_deadline: Duration,
@@ -134,6 +141,7 @@ impl Default for RetrievalConfig {
             time_rerank_window: 50,
             always_on_boost: 1.0,
             per_source_limit: 200,
+            withheld_count_limit: 50,
             semantic_deadline: Duration::from_secs(3),
             attribution_overhead_tokens: 16,
             digest_key: None,
@@ -159,7 +167,8 @@ pub struct InvalidRetrievalConfig {
 
 impl RetrievalConfig {
     /// Checks every numeric field for a value retrieval can rank with: weights and boosts finite
-    /// and non-negative, `rrf_k` and `bm25_k1` positive, `bm25_b` within 0..=1. Shells call it on
+    /// and non-negative, `rrf_k` and `bm25_k1` positive, `bm25_b` within 0..=1,
+    /// `withheld_count_limit` at least 1. Shells call it on
     /// configuration they read from users before building a retriever.
     pub fn validate(&self) -> Result<(), InvalidRetrievalConfig> {
         let non_negative = [
@@ -184,6 +193,11 @@ impl RetrievalConfig {
         }
         if !(0.0..=1.0).contains(&self.bm25_b) {
             return Err(InvalidRetrievalConfig { field: "bm25_b", value: self.bm25_b, why: "must be within 0..=1" });
+        }
+        if self.withheld_count_limit == 0 {
+            // Zero would count nothing, and a withheld memory with unknown evidence would go unrecorded.
+            let value = f64::from(self.withheld_count_limit);
+            return Err(InvalidRetrievalConfig { field: "withheld_count_limit", value, why: "must be at least 1" });
         }
         Ok(())
     }

@@ -483,7 +483,7 @@ impl Retriever {
         };
         let (lexical, withheld) = tokio::try_join!(
             candidates::lexical(pool, ctx, &lexical_query, self.config.bm25(), limit),
-            candidates::withheld_lexical(pool, ctx, &lexical_query, limit)
+            candidates::withheld_lexical(pool, ctx, &lexical_query, self.config.withheld_count_limit)
         )?;
         Ok(FullText { has_terms: true, lexical: Some(lexical), withheld })
     }
