@@ -273,9 +273,6 @@ pub(crate) struct LexicalQuery {
     /// function of a parameter in a cached generic plan would be evaluated again for every row it
     /// filters or ranks.
     pub tsquery: String,
-    /// `memory_lexical_terms`: the same lexemes, one `tsquery` each, for the withheld count
-    /// (which scans one term at a time).
-    pub terms: Vec<String>,
     /// `memory_bm25_query_weights`: the query lexemes some document of the agent contains...
     pub bm25_lexemes: Vec<String>,
     /// ...their BM25 weights (idf times occurrences in the query), in the same order...
@@ -292,7 +289,7 @@ pub(crate) async fn lexical_query(
     query: &str,
 ) -> Result<Option<LexicalQuery>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT q.tsquery, memory_lexical_terms($1)::text[] AS terms,
+        "SELECT q.tsquery,
                 coalesce(w.lexemes, '{}') AS bm25_lexemes, coalesce(w.weights, '{}') AS bm25_weights,
                 w.mean_length AS bm25_mean_length
            FROM (SELECT memory_lexical_query($1)::text AS tsquery) AS q
@@ -371,24 +368,28 @@ pub(crate) async fn lexical(
 /// policy withheld (SQL `memory_withheld_rules`, which names each by the policy's rule order):
 /// exact up to `limit` for `unknown_evidence`, which decides `eligibility_withheld_unknown`, lower
 /// bounds for the others (at most `limit` sampled per query term), so the work is bounded by
-/// `limit` whatever the archive size ([`super::RetrievalConfig::withheld_count_limit`]). Only
-/// categories and counts leave this function, never text or ids.
+/// `limit` whatever the archive size ([`super::RetrievalConfig::withheld_count_limit`]), for the
+/// text the lexical side searches. Only categories and counts leave this function, never text or
+/// ids.
 pub(crate) async fn withheld_lexical(
     pool: &PgPool,
     ctx: &EligibilityContext,
-    query: &LexicalQuery,
+    searched_text: &str,
     limit: u32,
 ) -> Result<BTreeMap<String, i64>, sqlx::Error> {
+    // The query's full-text form is computed in this statement from the same text the lexical
+    // side searches (`memory_lexical_query`, one `tsquery` per lexeme from `memory_lexical_terms`),
+    // so the count starts at once instead of after the statement that reads the BM25 weights. A
+    // text without a searchable term gives a NULL query and no term: no row, nothing counted.
     let rows: Vec<(String, i64)> = sqlx::query_as(
         "SELECT w.rule, w.matches
-           FROM memory_withheld_rules($1, $2, $3, $4::tsquery, $6::text[]::tsquery[], $5) AS w",
+           FROM memory_withheld_rules($1, $2, $3, memory_lexical_query($4), memory_lexical_terms($4), $5) AS w",
     )
     .bind(ctx.agent)
     .bind(ctx.conversation)
     .bind(ctx.audience_uuids())
-    .bind(&query.tsquery)
+    .bind(searched_text)
     .bind(i64::from(limit))
-    .bind(&query.terms)
     .fetch_all(pool)
     .await?;
     Ok(rows.into_iter().collect())

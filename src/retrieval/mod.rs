@@ -474,18 +474,27 @@ impl Retriever {
     ) -> Result<FullText, RetrievalError> {
         let pool = self.store.pool();
         let limit = self.config.per_source_limit;
-        let lexical_query = match self.config.lexical_enabled && !query.is_empty() {
-            true => candidates::lexical_query(pool, ctx.agent, &names.searched_text().await?).await?,
-            false => None,
+        let nothing = FullText { has_terms: false, lexical: None, withheld: BTreeMap::new() };
+        if !self.config.lexical_enabled || query.is_empty() {
+            return Ok(nothing);
+        }
+        let searched = names.searched_text().await?;
+        // The withheld count needs only the searched text, so it runs beside the statement that
+        // reads the BM25 weights and the lexical candidates that follow it.
+        let lexical = async {
+            match candidates::lexical_query(pool, ctx.agent, &searched).await? {
+                Some(lexical_query) => {
+                    candidates::lexical(pool, ctx, &lexical_query, self.config.bm25(), limit).await.map(Some)
+                }
+                None => Ok(None),
+            }
         };
-        let Some(lexical_query) = lexical_query else {
-            return Ok(FullText { has_terms: false, lexical: None, withheld: BTreeMap::new() });
-        };
-        let (lexical, withheld) = tokio::try_join!(
-            candidates::lexical(pool, ctx, &lexical_query, self.config.bm25(), limit),
-            candidates::withheld_lexical(pool, ctx, &lexical_query, self.config.withheld_count_limit)
-        )?;
-        Ok(FullText { has_terms: true, lexical: Some(lexical), withheld })
+        let withheld = candidates::withheld_lexical(pool, ctx, &searched, self.config.withheld_count_limit);
+        let (lexical, withheld) = tokio::try_join!(lexical, withheld)?;
+        Ok(match lexical {
+            Some(lexical) => FullText { has_terms: true, lexical: Some(lexical), withheld },
+            None => nothing,
+        })
     }
 
     /// Subject, conversation, always-on and semantic candidates. When the eligible set fits the
