@@ -462,10 +462,12 @@ impl Retriever {
         })
     }
 
-    /// The destination's members the query names, then lexical candidates and the withheld
-    /// diagnostics (concurrently) when the query has full-text terms. The full-text statements
-    /// search the query without those members' names ([`subjects::QueryNames::searched_text`]):
-    /// memories about them are found by the subject match instead.
+    /// The destination's members the query names, then, concurrently, the withheld diagnostics and
+    /// the lexical candidates (after the statement that reads the query's BM25 weights; none when
+    /// the query has no full-text term, and the diagnostics then count nothing). The full-text
+    /// statements search the query without those members' names
+    /// ([`subjects::QueryNames::searched_text`]): memories about them are found by the subject
+    /// match instead.
     async fn full_text(
         &self,
         ctx: &EligibilityContext,
