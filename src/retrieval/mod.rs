@@ -289,14 +289,6 @@ impl std::fmt::Debug for Retriever {
     }
 }
 
-/// What the full-text side of a search found.
-struct FullText {
-    /// Whether the query has full-text terms (so lexical relevance is required).
-    has_terms: bool,
-    lexical: Option<Vec<CandidateRow>>,
-    withheld: BTreeMap<String, i64>,
-}
-
 /// What the eligible-set side of a search found.
 struct Structural {
     sources: Vec<(CandidateSource, Vec<CandidateRow>)>,
@@ -309,7 +301,6 @@ struct Gathered {
     set: CandidateSet,
     named_members: Vec<ActorSummary>,
     relevance_required: bool,
-    withheld: BTreeMap<String, i64>,
     categories: Vec<DegradationCategory>,
 }
 
@@ -347,23 +338,19 @@ impl Retriever {
             request.current_actor,
         )
         .await?;
-        let mut gathered = self.gather(request, &context).await?;
-        if let Some(closed) = context.closed() {
-            gathered.categories.push(DegradationCategory::of_closed_audience(closed));
-            gathered.categories.sort();
+        let names = subjects::QueryNames::new(&self.store, request.query.trim(), &context.audience);
+        let (withheld, (mut categories, candidate_count, packed)) = tokio::try_join!(
+            self.withheld(&context, request.query.trim(), &names),
+            self.select(request, &context, &names)
+        )?;
+        if withheld.get("unknown_evidence").is_some_and(|n| *n > 0) {
+            categories.push(DegradationCategory::EligibilityWithheldUnknown);
         }
-        let candidate_count = gathered.set.len();
-        let named_members = std::mem::take(&mut gathered.named_members);
-        let now = request.asked_at.unwrap_or_else(Utc::now);
-        let turn = ScoringContext {
-            focus: self.subject_focus(request, &context, &gathered.set, named_members).await?,
-            conversation: request.conversation,
-            now,
-            periods: when::QueryPeriod::find(request.query.trim(), now),
-        };
-        let ranked = self.rank(gathered.set.into_candidates(), &turn, gathered.relevance_required);
-        let (ranked, prefetched) = self.rerank_by_learned_time(ranked, &turn, &context, request).await?;
-        let packed = self.decorate_and_pack(ranked, &context, request, prefetched).await?;
+        if let Some(closed) = context.closed() {
+            categories.push(DegradationCategory::of_closed_audience(closed));
+        }
+        categories.sort();
+        categories.dedup();
         let event_id = RetrievalEventId::generate();
         audit::record(
             self.store.pool(),
@@ -378,14 +365,14 @@ impl Retriever {
                 audience: &context.audience,
                 selections: &packed.selected,
                 skipped: &packed.skipped,
-                withheld: &gathered.withheld,
+                withheld: &withheld,
                 candidate_count,
                 cost_tokens: packed.cost_tokens,
                 cost_bound: self.tokens.bound(),
                 token_budget: request.token_budget,
                 count_budget: request.max_count,
                 elapsed_micros: i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX),
-                categories: &gathered.categories,
+                categories: &categories,
             },
         )
         .await?;
@@ -395,14 +382,39 @@ impl Retriever {
             mode: request.mode,
             selections: packed.selected,
             skipped: packed.skipped,
-            withheld: gathered.withheld,
-            degradation_categories: gathered.categories,
+            withheld,
+            degradation_categories: categories,
             candidate_count,
             cost_tokens: packed.cost_tokens,
             cost_bound: self.tokens.bound(),
             token_budget: request.token_budget,
             count_budget: request.max_count,
         })
+    }
+
+    /// Gathers, ranks and packs: everything a search selects, before its audit row. Returns the
+    /// degradation categories the gathering found (the caller adds the withheld diagnostics' and
+    /// the closed audience's), the number of distinct eligible candidates and the packed
+    /// selections.
+    async fn select(
+        &self,
+        request: &SearchRequest,
+        context: &EligibilityContext,
+        names: &subjects::QueryNames<'_>,
+    ) -> Result<(Vec<DegradationCategory>, usize, packing::Packed), RetrievalError> {
+        let gathered = self.gather(request, context, names).await?;
+        let candidate_count = gathered.set.len();
+        let now = request.asked_at.unwrap_or_else(Utc::now);
+        let turn = ScoringContext {
+            focus: self.subject_focus(request, context, &gathered.set, gathered.named_members).await?,
+            conversation: request.conversation,
+            now,
+            periods: when::QueryPeriod::find(request.query.trim(), now),
+        };
+        let ranked = self.rank(gathered.set.into_candidates(), &turn, gathered.relevance_required);
+        let (ranked, prefetched) = self.rerank_by_learned_time(ranked, &turn, context, request).await?;
+        let packed = self.decorate_and_pack(ranked, context, request, prefetched).await?;
+        Ok((gathered.categories, candidate_count, packed))
     }
 
     /// Who the query is about: the people it names among those the destination audience may know
@@ -427,76 +439,75 @@ impl Retriever {
         })
     }
 
-    /// Runs every candidate source (eligibility inside each SQL statement). The full-text side
-    /// (lexical candidates and withheld diagnostics) and the eligible-set side (subject,
-    /// conversation, always-on and semantic candidates) are independent, so they run at the same
-    /// time on separate pooled connections.
-    async fn gather(&self, request: &SearchRequest, ctx: &EligibilityContext) -> Result<Gathered, RetrievalError> {
+    /// Runs every candidate source (eligibility inside each SQL statement). The lexical candidates
+    /// and the eligible-set side (subject, conversation, always-on and semantic candidates) are
+    /// independent, so they run at the same time on separate pooled connections.
+    async fn gather(
+        &self,
+        request: &SearchRequest,
+        ctx: &EligibilityContext,
+        names: &subjects::QueryNames<'_>,
+    ) -> Result<Gathered, RetrievalError> {
         let query = request.query.trim();
-        let names = subjects::QueryNames::new(&self.store, query, &ctx.audience);
-        let (full_text, structural) =
-            tokio::try_join!(self.full_text(ctx, query, &names), self.eligible_side(request, ctx, query, &names))?;
+        let (lexical, structural) = tokio::try_join!(
+            self.lexical_candidates(ctx, query, names),
+            self.eligible_side(request, ctx, query, names)
+        )?;
         let mut set = CandidateSet::default();
         let mut categories = structural.categories;
-        if let Some(lexical) = full_text.lexical {
+        let has_terms = lexical.is_some();
+        if let Some(lexical) = lexical {
             set.add(CandidateSource::Lexical, lexical);
         }
         for (source, rows) in structural.sources {
             set.add(source, rows);
         }
-        if full_text.withheld.get("unknown_evidence").is_some_and(|n| *n > 0) {
-            categories.push(DegradationCategory::EligibilityWithheldUnknown);
-        }
-        let relevance_required = full_text.has_terms || structural.semantic_ok;
+        let relevance_required = has_terms || structural.semantic_ok;
         if !query.is_empty() && !relevance_required {
             categories.push(DegradationCategory::QueryWithoutTerms);
         }
-        categories.sort();
-        categories.dedup();
-        Ok(Gathered {
-            set,
-            named_members: names.into_members(),
-            relevance_required,
-            withheld: full_text.withheld,
-            categories,
-        })
+        Ok(Gathered { set, named_members: names.resolved_members(), relevance_required, categories })
     }
 
-    /// The destination's members the query names, then, concurrently, the withheld diagnostics and
-    /// the lexical candidates (after the statement that reads the query's BM25 weights; none when
-    /// the query has no full-text term, and the diagnostics then count nothing). The full-text
-    /// statements search the query without those members' names
-    /// ([`subjects::QueryNames::searched_text`]): memories about them are found by the subject
-    /// match instead.
-    async fn full_text(
+    /// The lexical candidates of the text the full-text side searches: the query without the names
+    /// of the destination's members it names ([`subjects::QueryNames::searched_text`]; memories
+    /// about them are found by the subject match instead), after the statement that reads the
+    /// query's BM25 weights. `None` when lexical search is off, the query is empty or it has no
+    /// full-text term.
+    async fn lexical_candidates(
         &self,
         ctx: &EligibilityContext,
         query: &str,
         names: &subjects::QueryNames<'_>,
-    ) -> Result<FullText, RetrievalError> {
-        let pool = self.store.pool();
-        let limit = self.config.per_source_limit;
-        let nothing = FullText { has_terms: false, lexical: None, withheld: BTreeMap::new() };
+    ) -> Result<Option<Vec<CandidateRow>>, RetrievalError> {
         if !self.config.lexical_enabled || query.is_empty() {
-            return Ok(nothing);
+            return Ok(None);
         }
         let searched = names.searched_text().await?;
-        // The withheld count needs only the searched text, so it runs beside the statement that
-        // reads the BM25 weights and the lexical candidates that follow it.
-        let lexical = async {
-            match candidates::lexical_query(pool, ctx.agent, &searched).await? {
-                Some(lexical_query) => {
-                    candidates::lexical(pool, ctx, &lexical_query, self.config.bm25(), limit).await.map(Some)
-                }
-                None => Ok(None),
-            }
+        let pool = self.store.pool();
+        let Some(lexical_query) = candidates::lexical_query(pool, ctx.agent, &searched).await? else {
+            return Ok(None);
         };
-        let withheld = candidates::withheld_lexical(pool, ctx, &searched, self.config.withheld_count_limit);
-        let (lexical, withheld) = tokio::try_join!(lexical, withheld)?;
-        Ok(match lexical {
-            Some(lexical) => FullText { has_terms: true, lexical: Some(lexical), withheld },
-            None => nothing,
-        })
+        let limit = self.config.per_source_limit;
+        Ok(Some(candidates::lexical(pool, ctx, &lexical_query, self.config.bm25(), limit).await?))
+    }
+
+    /// The withheld diagnostics of the full-text side: full-text matches of the searched text that
+    /// the policy withheld, counted by rule ([`candidates::withheld_lexical`]). Nothing selected
+    /// depends on them (they go to the audit row and the outcome), so a search awaits them only
+    /// before its audit row: they run beside the whole selection, not on its critical path.
+    async fn withheld(
+        &self,
+        ctx: &EligibilityContext,
+        query: &str,
+        names: &subjects::QueryNames<'_>,
+    ) -> Result<BTreeMap<String, i64>, RetrievalError> {
+        if !self.config.lexical_enabled || query.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let searched = names.searched_text().await?;
+        let limit = self.config.withheld_count_limit;
+        Ok(candidates::withheld_lexical(self.store.pool(), ctx, &searched, limit).await?)
     }
 
     /// Subject, conversation, always-on and semantic candidates. When the eligible set fits the

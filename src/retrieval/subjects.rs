@@ -87,9 +87,9 @@ impl<'a> QueryNames<'a> {
         Ok(without_names(self.query, members).unwrap_or_else(|| self.query.to_owned()))
     }
 
-    /// The resolved members (empty when no side asked).
-    pub(crate) fn into_members(self) -> Vec<ActorSummary> {
-        self.members.into_inner().unwrap_or_default()
+    /// The members resolved so far (empty when no side has asked yet).
+    pub(crate) fn resolved_members(&self) -> Vec<ActorSummary> {
+        self.members.get().cloned().unwrap_or_default()
     }
 }
 
