@@ -472,6 +472,16 @@ CREATE FUNCTION public.memory_lexical_terms(p_text text) RETURNS tsquery[]
       FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(p_text, '')))) AS lexeme
 $$;
 
+CREATE FUNCTION public.memory_merge_text_pending_lists(p_revision_text boolean) RETURNS bigint
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    SELECT gin_clean_pending_list('public.searchable_revisions_text_audience'::regclass)
+         + gin_clean_pending_list('public.searchable_revisions_unknown_text'::regclass)
+         + CASE WHEN p_revision_text THEN gin_clean_pending_list('public.memory_entry_revisions_tsv'::regclass)
+                ELSE 0 END
+$$;
+
 CREATE FUNCTION public.memory_projection_rule(p_row public.searchable_revisions, p_conversation uuid, p_audience uuid[], p_released uuid[], p_source_count bigint) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
@@ -2356,6 +2366,9 @@ REVOKE ALL ON FUNCTION public.memory_lexical_statistics_after_truncate() FROM PU
 
 REVOKE ALL ON FUNCTION public.memory_lexical_statistics_fold() FROM PUBLIC;
 GRANT ALL ON FUNCTION public.memory_lexical_statistics_fold() TO mesh_runtime;
+
+REVOKE ALL ON FUNCTION public.memory_merge_text_pending_lists(p_revision_text boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.memory_merge_text_pending_lists(p_revision_text boolean) TO mesh_runtime;
 
 REVOKE ALL ON FUNCTION public.memory_refresh_audience_summary(p_revisions uuid[]) FROM PUBLIC;
 

@@ -187,7 +187,7 @@ async fn the_store_folds_pending_statistics_off_the_writers_path() {
     let ann = world.person("Ann", "U1").await;
     let channel = world.conversation("C-FOLD", Topology::Channel, &[&ann]).await;
     let mut rng = SplitMix::new(11);
-    for _ in 0..mesh_memory::store::lexical_statistics::FOLD_EVERY + 6 {
+    for _ in 0..mesh_memory::store::maintenance::FOLD_EVERY + 6 {
         world.remember(channel, &ann, Some(ann.actor), &body(&mut rng)).await;
     }
     assert_lexical_statistics_match_projection(&db.pool).await;
@@ -222,6 +222,57 @@ async fn the_store_folds_pending_statistics_off_the_writers_path() {
         .unwrap_err();
     assert_eq!(forged.as_database_error().unwrap().code().as_deref(), Some("42501"), "permission denied");
     assert_lexical_statistics_match_projection(&db.pool).await;
+}
+
+/// Pages waiting in the pending list of the projection's full-text index (`pgstattuple`).
+async fn text_pending_pages(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("SELECT pending_pages::bigint FROM pgstatginindex('searchable_revisions_text_audience')")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// The store merges the full-text indexes' pending lists itself, off the writers' transactions,
+/// once per `MERGE_EVERY` committed writes of its process (migration 20261210100000): the writes
+/// before that leave entries pending, the write that completes the round gets them merged without
+/// anyone asking, and searches find the same memories either way. Only the runtime role (and the
+/// schema owner) may call the merge.
+#[tokio::test]
+async fn the_store_merges_full_text_pending_lists_off_the_writers_path() {
+    let db = test_db().await;
+    sqlx::query("CREATE EXTENSION IF NOT EXISTS pgstattuple").execute(&db.pool).await.unwrap();
+    let mut world = World::new(&db.store, "gin-merging").await;
+    let ann = world.person("Ann", "U1").await;
+    let channel = world.conversation("C-MERGE", Topology::Channel, &[&ann]).await;
+    let mut rng = SplitMix::new(12);
+    let (walnut, _) = world.remember(channel, &ann, Some(ann.actor), "Tends the walnut orchard.").await;
+    for _ in 1..mesh_memory::store::maintenance::MERGE_EVERY - 1 {
+        world.remember(channel, &ann, Some(ann.actor), &body(&mut rng)).await;
+    }
+    let retriever = lexical_only(&db.store);
+    assert_eq!(top_entries(&world, &retriever, channel, "walnut orchard").await.first(), Some(&walnut));
+    assert!(text_pending_pages(&db.pool).await > 0, "writes before the round leave their index entries pending");
+
+    world.remember(channel, &ann, Some(ann.actor), &body(&mut rng)).await;
+    let mut pending = i64::MAX;
+    for _ in 0..200 {
+        pending = text_pending_pages(&db.pool).await;
+        if pending == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(pending, 0, "the write that completed the round got the pending list merged");
+    assert_eq!(top_entries(&world, &retriever, channel, "walnut orchard").await.first(), Some(&walnut));
+
+    let (_role, runtime) = common::login_role(&db, "mm_merge_runtime", "mesh_runtime").await;
+    world.remember(channel, &ann, Some(ann.actor), "Rows on the harbor at dawn.").await;
+    let merged = mesh_memory::store::merge_text_pending_lists(&runtime, true).await.expect("the runtime may merge");
+    assert!(merged > 0, "the last write's entries were pending and are merged now");
+    assert_eq!(text_pending_pages(&db.pool).await, 0);
+    let (_other, stranger) = common::login_role(&db, "mm_merge_stranger", "pg_read_all_data").await;
+    let refused = mesh_memory::store::merge_text_pending_lists(&stranger, true).await.unwrap_err();
+    assert!(refused.to_string().contains("permission denied"), "{refused}");
 }
 
 #[tokio::test]

@@ -8,50 +8,14 @@
 //! layer short (searches scan it for their query's lexemes). It used to run inside every 64th
 //! writer's transaction, where its ~1,500 upserts held that group-commit batch, and every writer
 //! queued behind it, for several milliseconds; now the store runs it in a transaction of its own
-//! on a spawned task, after every [`FOLD_EVERY`] committed writes of this process, at most one at
-//! a time. A bulk change (64 rows or more in one call: a COPY load, a migration's refresh) still
+//! on a spawned task, after every [`super::maintenance::FOLD_EVERY`] committed writes of this
+//! process, at most one at a time ([`super::maintenance`]). A bulk change (64 rows or more in one call: a COPY load, a migration's refresh) still
 //! folds in its own transaction, and the fold's advisory lock keeps two processes from folding
 //! at once (the second skips; the rows wait for the next fold).
-
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 
 use sqlx::PgPool;
 
 use super::StoreError;
-
-/// Committed writes of one process between two folds.
-pub const FOLD_EVERY: u64 = 64;
-
-/// Counts this process's committed writes and starts a fold every [`FOLD_EVERY`] of them.
-#[derive(Debug, Default)]
-pub(crate) struct StatisticsFolder {
-    writes: AtomicU64,
-    folding: AtomicBool,
-}
-
-impl StatisticsFolder {
-    /// Notes `count` committed writes; starts a fold on a spawned task when they complete a
-    /// round of [`FOLD_EVERY`] and no fold of this process is running. Never waits.
-    pub(crate) fn after_commit(self: &Arc<Self>, pool: &PgPool, count: u64) {
-        let before = self.writes.fetch_add(count, Ordering::Relaxed);
-        if before / FOLD_EVERY == (before + count) / FOLD_EVERY {
-            return;
-        }
-        if self.folding.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let folder = Arc::clone(self);
-        let pool = pool.clone();
-        tokio::spawn(async move {
-            if let Err(error) = fold_lexical_statistics(&pool).await {
-                // Nothing is lost: the pending rows stay counted by every search and fold later.
-                tracing::warn!(%error, "folding the pending lexical statistics failed; they fold later");
-            }
-            folder.folding.store(false, Ordering::Release);
-        });
-    }
-}
 
 /// Folds every pending statistics change into the totals now, in a transaction of its own
 /// (nothing, if another transaction is folding). The figures the ranking reads do not change:

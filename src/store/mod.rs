@@ -14,6 +14,7 @@ mod history;
 mod identity;
 pub mod lexical_statistics;
 mod lineage;
+pub mod maintenance;
 mod memory;
 mod memory_browser;
 mod operators;
@@ -33,6 +34,7 @@ pub use history::{EntryHistory, EvidenceView, RevisionView, SourceView};
 pub use identity::{ActorChoice, ActorKind, ActorSummary, AgentSummary};
 pub use lexical_statistics::fold_lexical_statistics;
 pub use lineage::{LineageRevision, SourceKind, SourceRef};
+pub use maintenance::merge_text_pending_lists;
 pub use memory::{
     Amendment, CommittedWrite, CurrentRevision, EntryState, NewMemory, NothingChanged, NothingChangedReason,
     Restriction, RestrictionKind, RevisionOperation, SubjectUpdate, WriteOperation, WriteOutcome, MAX_BODY_CHARS,
@@ -62,7 +64,7 @@ pub(crate) fn page_size(limit: u32) -> i64 {
 pub struct Store {
     pool: PgPool,
     creates: Arc<group_commit::CreateQueue>,
-    folder: Arc<lexical_statistics::StatisticsFolder>,
+    maintenance: Arc<maintenance::WriteMaintenance>,
 }
 
 impl Store {
@@ -78,14 +80,15 @@ impl Store {
         Self {
             pool,
             creates: Arc::new(group_commit::CreateQueue::new(limits)),
-            folder: Arc::new(lexical_statistics::StatisticsFolder::default()),
+            maintenance: Arc::new(maintenance::WriteMaintenance::default()),
         }
     }
 
     /// Notes committed writes that may have changed the searchable projection, so that the
-    /// pending BM25 statistics are folded off the writers' path ([`lexical_statistics`]).
+    /// pending BM25 statistics and the full-text pending lists are folded and merged off the
+    /// writers' path ([`maintenance`]).
     pub(crate) fn wrote(&self, count: u64) {
-        self.folder.after_commit(&self.pool, count);
+        self.maintenance.after_commit(&self.pool, count);
     }
 
     /// The underlying pool, for the modules (retrieval, privacy) that query the same rows.
