@@ -480,10 +480,9 @@ impl Retriever {
         query: &str,
         names: &subjects::QueryNames<'_>,
     ) -> Result<Option<Vec<CandidateRow>>, RetrievalError> {
-        if !self.config.lexical_enabled || query.is_empty() {
+        let Some(searched) = self.full_text_searched(query, names).await? else {
             return Ok(None);
-        }
-        let searched = names.searched_text().await?;
+        };
         let pool = self.store.pool();
         let Some(lexical_query) = candidates::lexical_query(pool, ctx.agent, &searched).await? else {
             return Ok(None);
@@ -502,12 +501,24 @@ impl Retriever {
         query: &str,
         names: &subjects::QueryNames<'_>,
     ) -> Result<BTreeMap<String, i64>, RetrievalError> {
-        if !self.config.lexical_enabled || query.is_empty() {
+        let Some(searched) = self.full_text_searched(query, names).await? else {
             return Ok(BTreeMap::new());
-        }
-        let searched = names.searched_text().await?;
+        };
         let limit = self.config.withheld_count_limit;
         Ok(candidates::withheld_lexical(self.store.pool(), ctx, &searched, limit).await?)
+    }
+
+    /// The text both full-text statements (lexical candidates, withheld diagnostics) search, or
+    /// `None` when the full-text side does not run (lexical search off, or an empty query).
+    async fn full_text_searched(
+        &self,
+        query: &str,
+        names: &subjects::QueryNames<'_>,
+    ) -> Result<Option<String>, RetrievalError> {
+        if !self.config.lexical_enabled || query.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(names.searched_text().await?))
     }
 
     /// Subject, conversation, always-on and semantic candidates. When the eligible set fits the

@@ -9,9 +9,10 @@
 //! writer's transaction, where its ~1,500 upserts held that group-commit batch, and every writer
 //! queued behind it, for several milliseconds; now the store runs it in a transaction of its own
 //! on a spawned task, after every [`super::maintenance::FOLD_EVERY`] committed writes of this
-//! process, at most one at a time ([`super::maintenance`]). A bulk change (64 rows or more in one call: a COPY load, a migration's refresh) still
-//! folds in its own transaction, and the fold's advisory lock keeps two processes from folding
-//! at once (the second skips; the rows wait for the next fold).
+//! process, at most one at a time ([`super::maintenance`]). A bulk change (64 rows or more in one
+//! call: a COPY load, a migration's refresh) still folds in its own transaction, and the fold's
+//! advisory lock keeps two processes from folding at once (the second skips; the rows wait for
+//! the next fold).
 
 use sqlx::PgPool;
 
