@@ -921,32 +921,36 @@ CREATE FUNCTION public.memory_withheld_rules(p_agent uuid, p_conversation uuid, 
     AS $$
     WITH released AS (
         SELECT ARRAY(SELECT g.revision_id FROM memory_released_revisions(p_agent, p_audience) g) AS ids
-    ), matched AS (
-        (SELECT u.revision_id FROM searchable_revisions u
-          WHERE u.runtime_agent_id = p_agent AND NOT u.evidence_known AND u.body_tsv @@ p_query
-            AND memory_projection_rule(u, p_conversation, p_audience, (SELECT r.ids FROM released r), 1)
-                <> 'eligible'
-          LIMIT p_limit)
-        UNION
-        (SELECT DISTINCT found.revision_id
-           FROM (SELECT m.revision_id
-                   FROM unnest(p_terms) AS t(term)
-                  CROSS JOIN LATERAL (
-                        SELECT k.revision_id FROM searchable_revisions k
-                         WHERE k.runtime_agent_id = p_agent AND k.evidence_known AND k.body_tsv @@ t.term
-                           AND memory_projection_rule(k, p_conversation, p_audience, (SELECT r.ids FROM released r), 1)
-                               <> 'eligible'
-                         LIMIT p_limit) AS m
-                  LIMIT 2 * p_limit) AS found
-          LIMIT p_limit)
-    ), ruled AS (
-        SELECT memory_projection_rule(w, p_conversation, p_audience, (SELECT r.ids FROM released r),
+    ), unknown AS (
+        SELECT memory_projection_rule(u, p_conversation, p_audience, (SELECT r.ids FROM released r),
                                       s.source_count) AS rule
-          FROM matched
-          JOIN searchable_revisions w ON w.revision_id = matched.revision_id
-          LEFT JOIN revision_audience_summary s ON s.revision_id = w.revision_id
+          FROM searchable_revisions u
+          LEFT JOIN revision_audience_summary s ON s.revision_id = u.revision_id
+         WHERE u.runtime_agent_id = p_agent AND NOT u.evidence_known AND u.body_tsv @@ p_query
+           AND memory_projection_rule(u, p_conversation, p_audience, (SELECT r.ids FROM released r), 1)
+               <> 'eligible'
+         LIMIT p_limit
+    ), known AS (
+        SELECT DISTINCT found.revision_id, found.rule
+          FROM (SELECT m.revision_id, m.rule
+                  FROM unnest(p_terms) AS t(term)
+                 CROSS JOIN LATERAL (
+                       SELECT k.revision_id,
+                              memory_projection_rule(k, p_conversation, p_audience,
+                                                     (SELECT r.ids FROM released r), 1) AS rule
+                         FROM searchable_revisions k
+                        WHERE k.runtime_agent_id = p_agent AND k.evidence_known AND k.body_tsv @@ t.term
+                          AND memory_projection_rule(k, p_conversation, p_audience,
+                                                     (SELECT r.ids FROM released r), 1) <> 'eligible'
+                        LIMIT p_limit) AS m
+                 LIMIT 2 * p_limit) AS found
+         LIMIT p_limit
+    ), ruled AS (
+        SELECT unknown.rule FROM unknown
+        UNION ALL
+        SELECT known.rule FROM known
     )
-    SELECT ruled.rule, count(*) FROM ruled WHERE ruled.rule <> 'eligible' GROUP BY ruled.rule ORDER BY ruled.rule
+    SELECT ruled.rule, count(*) FROM ruled GROUP BY ruled.rule ORDER BY ruled.rule
 $$;
 
 CREATE FUNCTION public.memory_write_amend(p_agent uuid, p_entry uuid, p_expected uuid, p_revision uuid, p_body text, p_subject_update text, p_subject uuid, p_source_actor uuid, p_source_ids uuid[], p_source_agents uuid[], p_source_revisions uuid[], p_source_messages uuid[], p_source_kinds text[], OUT outcome text, OUT current_revision uuid, OUT revision_number integer, OUT subject_changed boolean) RETURNS record
