@@ -725,3 +725,38 @@ async fn a_bad_request_is_a_typed_error_and_writes_no_audit_row() {
         sqlx::query_scalar("SELECT count(*) FROM memory_retrieval_events").fetch_one(&db.pool).await.unwrap();
     assert_eq!(count, 0);
 }
+
+/// The lexical statement tells three cases apart: a query with no searchable term (only stop
+/// words) is ranked without relevance and reports `query_without_terms`; a query whose terms match
+/// nothing eligible still requires relevance, so it selects nothing (not the recent memories of the
+/// conversation) and reports no such category, even when its only match is withheld; a query
+/// that matches is ranked by it.
+#[tokio::test]
+async fn a_query_with_terms_but_no_eligible_match_still_requires_relevance() {
+    let db = test_db().await;
+    let mut w = workspace(&db.store).await;
+    let eng = w.engineering;
+    let (build, _) = w.world.remember(eng, &w.victor, None, "The build takes twelve minutes.").await;
+    w.world.remember(w.dm_priya, &w.priya, None, "The offsite budget is confidential.").await;
+    let no_terms = DegradationCategory::QueryWithoutTerms;
+
+    let stop_words = ask(&w.world, eng, Some(w.dana.actor), "what is it about?").await;
+    assert!(stop_words.degradation_categories.contains(&no_terms), "{:?}", stop_words.degradation_categories);
+    assert_eq!(entries(&stop_words), vec![build], "without terms, recent memories of the conversation");
+
+    for query in ["zeppelin schedules", "offsite budget"] {
+        let unmatched = ask(&w.world, eng, Some(w.dana.actor), query).await;
+        assert!(
+            !unmatched.degradation_categories.contains(&no_terms),
+            "{query}: {:?}",
+            unmatched.degradation_categories
+        );
+        assert!(entries(&unmatched).is_empty(), "{query}: relevance is required, nothing matches");
+    }
+    let withheld = ask(&w.world, eng, Some(w.dana.actor), "offsite budget").await;
+    assert_eq!(withheld.withheld.get("audience_not_covered"), Some(&1));
+
+    let matched = ask(&w.world, eng, Some(w.dana.actor), "how long does the build take?").await;
+    assert_eq!(entries(&matched), vec![build]);
+    assert!(matched.selections[0].components.lexical.is_some());
+}
