@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use common::{test_db, Person, World};
 use mesh_memory::retrieval::{
-    explain_event, DegradationCategory, DigestKey, Provenance, RetrievalConfig, RetrievalError, RetrievalMode,
-    Retriever, SearchOutcome, SearchRequest, SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex,
-    SemanticRequest, SkipReason,
+    explain_event, DegradationCategory, DigestKey, EligibleRows, Provenance, RetrievalConfig, RetrievalError,
+    RetrievalMode, Retriever, SearchOutcome, SearchRequest, SemanticFailure, SemanticFuture, SemanticHit,
+    SemanticIndex, SemanticRequest, SkipReason,
 };
 use mesh_memory::store::{Amendment, Restriction, SubjectUpdate, Topology, WriteOutcome};
 use mesh_memory::{ActorId, ConversationId, EntryId, RevisionId};
@@ -414,6 +414,54 @@ async fn empty_query_ranks_by_subject_then_conversation_then_recency() {
     );
 }
 
+/// How a search reads the destination's eligible set, for the test that compares the three.
+#[derive(Clone, Copy, Debug)]
+enum SetRead {
+    /// No semantic index searches within the set: only the structural sources' picks are read.
+    Picks,
+    /// An index searches within it (this one finds nothing): the whole set is read.
+    Whole,
+    /// A limit of 0: every source runs its own statement.
+    PerSource,
+}
+
+/// A vector index that searches within the eligible set and finds nothing there.
+struct FindsNothing;
+
+impl SemanticIndex for FindsNothing {
+    fn search<'a>(&'a self, request: SemanticRequest<'a>) -> SemanticFuture<'a> {
+        Box::pin(async move {
+            assert!(
+                matches!(request.eligible, EligibleRows::Read(_) | EligibleRows::MoreThan(_)),
+                "an index that searches the set gets it, or is told it is too large"
+            );
+            Ok(Vec::new())
+        })
+    }
+}
+
+async fn ask_reading(
+    world: &World,
+    read: SetRead,
+    conversation: ConversationId,
+    actor: Option<ActorId>,
+    query: &str,
+) -> SearchOutcome {
+    let config = match read {
+        SetRead::PerSource => RetrievalConfig { eligible_set_limit: 0, ..RetrievalConfig::default() },
+        SetRead::Picks | SetRead::Whole => RetrievalConfig::default(),
+    };
+    let retriever = Retriever::new(world.store.clone(), config);
+    let retriever = match read {
+        SetRead::Whole => retriever.with_semantic_index(Arc::new(FindsNothing)),
+        SetRead::Picks | SetRead::PerSource => retriever,
+    };
+    retriever
+        .search(&SearchRequest::new(world.agent, conversation, actor, query, RetrievalMode::Recall))
+        .await
+        .expect("search succeeds")
+}
+
 #[tokio::test]
 async fn reading_the_eligible_set_once_selects_exactly_what_the_per_source_statements_select() {
     let db = test_db().await;
@@ -429,17 +477,20 @@ async fn reading_the_eligible_set_once_selects_exactly_what_the_per_source_state
     rule.always_on = true;
     db.store.create_entry(rule).await.unwrap();
 
-    let per_source = RetrievalConfig { eligible_set_limit: 0, ..RetrievalConfig::default() };
-    for (conversation, actor) in [(eng, w.priya.actor), (dm_priya, w.priya.actor), (dm_victor, w.victor.actor)] {
+    let places = [(eng, Some(w.priya.actor)), (dm_priya, Some(w.priya.actor)), (dm_victor, Some(w.victor.actor))];
+    for (conversation, actor) in places.into_iter().chain([(eng, None)]) {
         for query in ["", "database migrations", "kids school", "tabs or spaces"] {
-            let once = ask_with(&w.world, RetrievalConfig::default(), conversation, Some(actor), query).await;
-            let each = ask_with(&w.world, per_source.clone(), conversation, Some(actor), query).await;
             let shape = |o: &SearchOutcome| {
                 o.selections.iter().map(|s| (s.entry_id, s.revision_id, s.reason.clone())).collect::<Vec<_>>()
             };
-            assert_eq!(shape(&once), shape(&each), "{query:?} in {conversation}");
-            assert_eq!(once.candidate_count, each.candidate_count, "{query:?} in {conversation}");
-            assert_eq!(once.withheld, each.withheld);
+            let each = ask_reading(&w.world, SetRead::PerSource, conversation, actor, query).await;
+            assert!(!each.selections.is_empty() || !query.is_empty(), "an empty query selects something here");
+            for read in [SetRead::Picks, SetRead::Whole] {
+                let once = ask_reading(&w.world, read, conversation, actor, query).await;
+                assert_eq!(shape(&once), shape(&each), "{read:?}, {query:?} in {conversation}");
+                assert_eq!(once.candidate_count, each.candidate_count, "{read:?}, {query:?} in {conversation}");
+                assert_eq!(once.withheld, each.withheld);
+            }
         }
     }
     let private = ask(&w.world, eng, Some(w.priya.actor), "kids school").await;
@@ -683,6 +734,40 @@ async fn semantic_hits_are_revalidated_so_no_similarity_restores_a_private_memor
     assert_eq!(outcome.degradation_categories, vec![DegradationCategory::SemanticTimeout]);
     assert_eq!(entries(&outcome), vec![ok], "lexical results survive the semantic timeout");
     let _ = SemanticFailure::Unavailable;
+}
+
+/// Fixed hits from an index that says it does not search within the eligible set, so retrieval
+/// reads only the structural sources' picks and must check the hits against the set itself.
+struct HitsOutsideTheSet(Vec<RevisionId>);
+
+impl SemanticIndex for HitsOutsideTheSet {
+    fn search<'a>(&'a self, request: SemanticRequest<'a>) -> SemanticFuture<'a> {
+        Box::pin(async move {
+            assert!(matches!(request.eligible, EligibleRows::Unknown), "the set was not read, so it is not passed");
+            Ok(self.0.iter().map(|r| SemanticHit { revision_id: *r, similarity: 0.99 }).collect())
+        })
+    }
+
+    fn searches_eligible_set(&self) -> bool {
+        false
+    }
+}
+
+#[tokio::test]
+async fn hits_of_an_index_that_does_not_search_the_set_are_still_kept_only_where_it_admits_them() {
+    let db = test_db().await;
+    let mut w = workspace(&db.store).await;
+    let (_, private_rev) =
+        w.world.remember(w.dm_priya, &w.priya, Some(w.priya.actor), "Is interviewing at another company.").await;
+    let (ok, ok_rev) = w.world.remember(w.engineering, &w.victor, None, "Hiring plan: two backend engineers.").await;
+    let index = HitsOutsideTheSet(vec![private_rev, ok_rev]);
+    let outcome = Retriever::new(db.store.clone(), RetrievalConfig::default())
+        .with_semantic_index(Arc::new(index))
+        .search(&SearchRequest::new(w.world.agent, w.engineering, None, "job change", RetrievalMode::Prompt))
+        .await
+        .unwrap();
+    assert_eq!(entries(&outcome), vec![ok], "the direct message's revision is not eligible in the channel");
+    assert_eq!(outcome.selections[0].components.semantic.unwrap().rank, 1, "ranked among the kept hits");
 }
 
 // ---------------------------------------------------------------------------------------------

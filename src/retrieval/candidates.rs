@@ -192,6 +192,107 @@ pub(crate) async fn eligible_set(
     Ok(Some(EligibleSet { rows, revisions }))
 }
 
+/// The subject, conversation and always-on candidates of a destination whose eligible set fits the
+/// eligible-set limit, taken from that set in one statement: what [`eligible_set`] and
+/// [`newest_matching`] give, without the rest of the set leaving the database.
+pub(crate) struct StructuralPicks {
+    pub subject: Vec<CandidateRow>,
+    pub conversation: Vec<CandidateRow>,
+    pub always_on: Vec<CandidateRow>,
+}
+
+/// One row of the structural-picks statement: the eligible set's size (on every row, and alone on
+/// the one row of a set with no pick) and, where there is one, a picked row and who picked it.
+#[derive(sqlx::FromRow)]
+struct PickRow {
+    eligible_count: i64,
+    pick: Option<String>,
+    entry_id: Option<EntryId>,
+    revision_id: Option<RevisionId>,
+    subject_actor_id: Option<ActorId>,
+    origin_conversation_id: Option<ConversationId>,
+    always_on: Option<bool>,
+    created_at: Option<DateTime<Utc>>,
+}
+
+/// The structural sources' candidates (subject, when `actor` is known, conversation and
+/// always-on; at most `per_source` each, newest first) from the eligible set read through audience
+/// classes, or `None` when that set has more than `set_limit` rows (then each source runs its own
+/// statement). For a search that does not need the whole set: no semantic index reads it, or the
+/// query is empty. A direct conversation's set is typically a few thousand rows and up to
+/// `set_limit`; sending them all to be picked here cost more than picking them in the statement.
+pub(crate) async fn structural_picks(
+    pool: &PgPool,
+    ctx: &EligibilityContext,
+    actor: Option<ActorId>,
+    per_source: u32,
+    set_limit: usize,
+) -> Result<Option<StructuralPicks>, sqlx::Error> {
+    let probe = i64::try_from(set_limit).unwrap_or(i64::MAX - 1) + 1;
+    macro_rules! newest {
+        ($pick:literal, $filter:literal) => {
+            concat!(
+                "(SELECT '",
+                $pick,
+                "' AS pick, e.* FROM eligible e WHERE total.n < $4 AND ",
+                $filter,
+                " ORDER BY e.created_at DESC, e.revision_id LIMIT $6)"
+            )
+        };
+    }
+    let rows: Vec<PickRow> = sqlx::query_as(concat!(
+        "WITH eligible AS MATERIALIZED (
+             SELECT p.entry_id, p.revision_id, p.subject_actor_id, p.origin_conversation_id, p.always_on,
+                    p.created_at
+               FROM memory_eligible_revisions($1, $2, $3, p_through_classes => true) AS p LIMIT $4)
+         SELECT total.n AS eligible_count, picked.*
+           FROM (SELECT count(*) AS n FROM eligible) AS total
+           LEFT JOIN LATERAL (",
+        newest!("subject", "e.subject_actor_id = $5"),
+        " UNION ALL ",
+        newest!("conversation", "e.origin_conversation_id = $2"),
+        " UNION ALL ",
+        newest!("always_on", "e.always_on"),
+        ") AS picked ON true"
+    ))
+    .bind(ctx.agent)
+    .bind(ctx.conversation)
+    .bind(ctx.audience_uuids())
+    .bind(probe)
+    .bind(actor)
+    .bind(i64::from(per_source))
+    .fetch_all(pool)
+    .await?;
+    if rows.first().is_some_and(|r| r.eligible_count >= probe) {
+        return Ok(None);
+    }
+    let mut picks = StructuralPicks { subject: Vec::new(), conversation: Vec::new(), always_on: Vec::new() };
+    for row in rows {
+        let (Some(pick), Some(entry_id), Some(revision_id), Some(always_on), Some(created_at)) =
+            (row.pick, row.entry_id, row.revision_id, row.always_on, row.created_at)
+        else {
+            continue;
+        };
+        let candidate = CandidateRow {
+            entry_id,
+            revision_id,
+            subject_actor_id: row.subject_actor_id,
+            origin_conversation_id: row.origin_conversation_id,
+            always_on,
+            created_at,
+        };
+        match pick.as_str() {
+            "subject" => picks.subject.push(candidate),
+            "conversation" => picks.conversation.push(candidate),
+            _ => picks.always_on.push(candidate),
+        }
+    }
+    for rows in [&mut picks.subject, &mut picks.conversation, &mut picks.always_on] {
+        rows.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.revision_id.cmp(&b.revision_id)));
+    }
+    Ok(Some(picks))
+}
+
 /// The first `limit` rows of a newest-first eligible set that `wanted` accepts: the same rows,
 /// in the same order, as the subject, conversation and always-on statements return.
 pub(crate) fn newest_matching(

@@ -296,6 +296,48 @@ struct Structural {
     categories: Vec<DegradationCategory>,
 }
 
+/// What a search read of its destination's eligible set ([`Retriever::read_eligible`]).
+enum EligibleRead {
+    /// The whole set, for a semantic index that searches within it.
+    Whole(candidates::EligibleSet),
+    /// Only the structural sources' candidates; the set fits the limit.
+    Picks(candidates::StructuralPicks),
+    /// Nothing: the set has more rows than the eligible-set limit.
+    TooLarge,
+}
+
+impl EligibleRead {
+    /// The subject (when the speaker is known), conversation and always-on candidates, at most
+    /// `limit` each, newest first, where what was read answers them.
+    fn structural(
+        &mut self,
+        actor: Option<ActorId>,
+        conversation: ConversationId,
+        limit: u32,
+    ) -> Option<Vec<(CandidateSource, Vec<CandidateRow>)>> {
+        match self {
+            EligibleRead::Whole(set) => {
+                let rows = &set.rows;
+                let mut sources = Vec::new();
+                if let Some(actor) = actor {
+                    let about = candidates::newest_matching(rows, limit, |r| r.subject_actor_id == Some(actor));
+                    sources.push((CandidateSource::Subject, about));
+                }
+                let here = candidates::newest_matching(rows, limit, |r| r.origin_conversation_id == Some(conversation));
+                sources.push((CandidateSource::Conversation, here));
+                sources.push((CandidateSource::AlwaysOn, candidates::newest_matching(rows, limit, |r| r.always_on)));
+                Some(sources)
+            }
+            EligibleRead::Picks(picks) => Some(vec![
+                (CandidateSource::Subject, std::mem::take(&mut picks.subject)),
+                (CandidateSource::Conversation, std::mem::take(&mut picks.conversation)),
+                (CandidateSource::AlwaysOn, std::mem::take(&mut picks.always_on)),
+            ]),
+            EligibleRead::TooLarge => None,
+        }
+    }
+}
+
 /// Candidates gathered from every source, with what the gathering learned.
 struct Gathered {
     set: CandidateSet,
@@ -522,8 +564,10 @@ impl Retriever {
     }
 
     /// Subject, conversation, always-on and semantic candidates. When the eligible set fits the
-    /// configured limit it is read once and the three structural sources are taken from it (the
-    /// same rows and order their statements would return); otherwise each runs its own statement.
+    /// configured limit the three structural sources are taken from it in one statement (the
+    /// same rows and order their own statements would return): the whole set is read when the
+    /// semantic index searches within it, otherwise only the rows those sources take
+    /// ([`candidates::structural_picks`]). A larger set runs each source's own statement.
     /// Semantic search embeds the query without the names of the members it names, as the
     /// full-text side searches it ([`subjects::QueryNames::searched_text`]).
     async fn eligible_side(
@@ -533,56 +577,22 @@ impl Retriever {
         query: &str,
         names: &subjects::QueryNames<'_>,
     ) -> Result<Structural, RetrievalError> {
-        let pool = self.store.pool();
-        let limit = self.config.per_source_limit;
-        let with_sign_bits = !query.is_empty() && self.semantic.ranks_sign_bits();
-        let eligible_set = async {
-            candidates::eligible_set(pool, ctx, self.config.eligible_set_limit, with_sign_bits)
-                .await
-                .map_err(RetrievalError::from)
-        };
         let searched = async {
             match query.is_empty() {
                 true => Ok(String::new()),
                 false => names.searched_text().await.map_err(RetrievalError::from),
             }
         };
-        let (eligible, searched) = tokio::try_join!(eligible_set, searched)?;
-        let mut sources = Vec::new();
-        match eligible.as_ref().map(|set| &set.rows) {
-            Some(rows) => {
-                if let Some(actor) = request.current_actor {
-                    let about = candidates::newest_matching(rows, limit, |r| r.subject_actor_id == Some(actor));
-                    sources.push((CandidateSource::Subject, about));
-                }
-                let here =
-                    candidates::newest_matching(rows, limit, |r| r.origin_conversation_id == Some(ctx.conversation));
-                sources.push((CandidateSource::Conversation, here));
-                sources.push((CandidateSource::AlwaysOn, candidates::newest_matching(rows, limit, |r| r.always_on)));
-            }
-            None => {
-                let subject = async {
-                    match request.current_actor {
-                        Some(actor) => candidates::subject(pool, ctx, actor, limit).await,
-                        None => Ok(Vec::new()),
-                    }
-                };
-                let (about, here, always) = tokio::try_join!(
-                    subject,
-                    candidates::conversation(pool, ctx, limit),
-                    candidates::always_on(pool, ctx, limit)
-                )?;
-                sources.extend([
-                    (CandidateSource::Subject, about),
-                    (CandidateSource::Conversation, here),
-                    (CandidateSource::AlwaysOn, always),
-                ]);
-            }
-        }
+        let (mut eligible, searched) = tokio::try_join!(self.read_eligible(request, ctx, query), searched)?;
+        let limit = self.config.per_source_limit;
+        let mut sources = match eligible.structural(request.current_actor, ctx.conversation, limit) {
+            Some(picks) => picks,
+            None => self.structural_statements(request, ctx).await?,
+        };
         let mut categories = Vec::new();
         let mut semantic_ok = false;
         if !query.is_empty() {
-            match self.semantic_candidates(ctx, &searched, eligible.as_ref()).await? {
+            match self.semantic_candidates(ctx, &searched, &eligible).await? {
                 Ok(rows) => {
                     semantic_ok = true;
                     sources.push((CandidateSource::Semantic, rows));
@@ -593,14 +603,64 @@ impl Retriever {
         Ok(Structural { sources, semantic_ok, categories })
     }
 
+    /// What this search reads of the destination's eligible set: all of it (with sign bits when
+    /// the index ranks them) when a semantic search will look within it, else only the structural
+    /// sources' picks; nothing when it has more rows than the eligible-set limit.
+    async fn read_eligible(
+        &self,
+        request: &SearchRequest,
+        ctx: &EligibilityContext,
+        query: &str,
+    ) -> Result<EligibleRead, RetrievalError> {
+        let pool = self.store.pool();
+        let set_limit = self.config.eligible_set_limit;
+        if !query.is_empty() && self.semantic.searches_eligible_set() {
+            let with_sign_bits = self.semantic.ranks_sign_bits();
+            let set = candidates::eligible_set(pool, ctx, set_limit, with_sign_bits).await?;
+            return Ok(set.map_or(EligibleRead::TooLarge, EligibleRead::Whole));
+        }
+        let picks =
+            candidates::structural_picks(pool, ctx, request.current_actor, self.config.per_source_limit, set_limit)
+                .await?;
+        Ok(picks.map_or(EligibleRead::TooLarge, EligibleRead::Picks))
+    }
+
+    /// The subject, conversation and always-on candidates, each from its own statement: for a
+    /// destination whose eligible set is larger than this search reads.
+    async fn structural_statements(
+        &self,
+        request: &SearchRequest,
+        ctx: &EligibilityContext,
+    ) -> Result<Vec<(CandidateSource, Vec<CandidateRow>)>, RetrievalError> {
+        let pool = self.store.pool();
+        let limit = self.config.per_source_limit;
+        let subject = async {
+            match request.current_actor {
+                Some(actor) => candidates::subject(pool, ctx, actor, limit).await,
+                None => Ok(Vec::new()),
+            }
+        };
+        let (about, here, always) = tokio::try_join!(
+            subject,
+            candidates::conversation(pool, ctx, limit),
+            candidates::always_on(pool, ctx, limit)
+        )?;
+        Ok(vec![
+            (CandidateSource::Subject, about),
+            (CandidateSource::Conversation, here),
+            (CandidateSource::AlwaysOn, always),
+        ])
+    }
+
     /// Semantic hits under the deadline, capped and deduplicated, kept only where the eligible
     /// set admits them (the set read in this search, or the eligible rows re-read by one
-    /// statement when it was too large to read). The inner `Err` is a degradation, not a failure.
+    /// statement when this search did not read it whole). The inner `Err` is a degradation, not a
+    /// failure.
     async fn semantic_candidates(
         &self,
         ctx: &EligibilityContext,
         query: &str,
-        eligible: Option<&candidates::EligibleSet>,
+        eligible: &EligibleRead,
     ) -> Result<Result<Vec<CandidateRow>, DegradationCategory>, RetrievalError> {
         let limit = self.config.per_source_limit as usize;
         let request = semantic_source::SemanticRequest {
@@ -609,8 +669,9 @@ impl Retriever {
             query,
             limit,
             eligible: match eligible {
-                Some(set) => EligibleRows::Read(&set.revisions),
-                None => EligibleRows::MoreThan(self.config.eligible_set_limit),
+                EligibleRead::Whole(set) => EligibleRows::Read(&set.revisions),
+                EligibleRead::Picks(_) => EligibleRows::Unknown,
+                EligibleRead::TooLarge => EligibleRows::MoreThan(self.config.eligible_set_limit),
             },
         };
         let hits = match tokio::time::timeout(self.config.semantic_deadline, self.semantic.search(request)).await {
@@ -620,12 +681,13 @@ impl Retriever {
         };
         let mut seen = std::collections::HashSet::new();
         let distinct = hits.iter().map(|h| h.revision_id).filter(|r| seen.insert(*r)).take(limit);
-        Ok(Ok(match eligible.map(|set| &set.rows) {
-            Some(rows) => {
-                let by_revision: HashMap<RevisionId, &CandidateRow> = rows.iter().map(|r| (r.revision_id, r)).collect();
+        Ok(Ok(match eligible {
+            EligibleRead::Whole(set) => {
+                let by_revision: HashMap<RevisionId, &CandidateRow> =
+                    set.rows.iter().map(|r| (r.revision_id, r)).collect();
                 distinct.filter_map(|id| by_revision.get(&id).map(|row| (*row).clone())).collect()
             }
-            None => {
+            EligibleRead::Picks(_) | EligibleRead::TooLarge => {
                 let ids: Vec<RevisionId> = distinct.collect();
                 candidates::eligible_rows_of(self.store.pool(), ctx, &ids).await?
             }

@@ -113,6 +113,15 @@ pub trait SemanticIndex: Send + Sync {
     fn ranks_sign_bits(&self) -> bool {
         false
     }
+
+    /// Whether this index searches within the eligible set retrieval reads
+    /// ([`EligibleRows::Read`]: a shortlist of its rows, a filter of its ids). When no index
+    /// does, retrieval reads only the rows its other sources take from that set, never the set
+    /// whole. The default is `true`, which is always correct; an index that does not search at
+    /// all says `false`.
+    fn searches_eligible_set(&self) -> bool {
+        true
+    }
 }
 
 /// The default: no vector index configured; every search reports `semantic_unavailable`.
@@ -122,5 +131,9 @@ pub struct UnavailableSemanticIndex;
 impl SemanticIndex for UnavailableSemanticIndex {
     fn search<'a>(&'a self, _request: SemanticRequest<'a>) -> SemanticFuture<'a> {
         Box::pin(async { Err(SemanticFailure::Unavailable) })
+    }
+
+    fn searches_eligible_set(&self) -> bool {
+        false
     }
 }
