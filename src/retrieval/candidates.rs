@@ -188,7 +188,7 @@ pub(crate) async fn eligible_set(
             (r.row, revision)
         })
         .unzip();
-    rows.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.revision_id.cmp(&b.revision_id)));
+    sort_newest_first(&mut rows);
     Ok(Some(EligibleSet { rows, revisions }))
 }
 
@@ -288,9 +288,15 @@ pub(crate) async fn structural_picks(
         }
     }
     for rows in [&mut picks.subject, &mut picks.conversation, &mut picks.always_on] {
-        rows.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.revision_id.cmp(&b.revision_id)));
+        sort_newest_first(rows);
     }
     Ok(Some(picks))
+}
+
+/// Orders candidates as every structural source's statement does: `ORDER BY created_at DESC,
+/// revision_id` (uuids compare bytewise in both PostgreSQL and Rust).
+fn sort_newest_first(rows: &mut [CandidateRow]) {
+    rows.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.revision_id.cmp(&b.revision_id)));
 }
 
 /// The first `limit` rows of a newest-first eligible set that `wanted` accepts: the same rows,
