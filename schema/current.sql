@@ -57,6 +57,14 @@ CREATE TYPE public.memory_restriction AS ENUM (
     'conversation_only'
 );
 
+CREATE TYPE public.memory_set_reading AS ENUM (
+    'audience_array',
+    'class_scan',
+    'newest_about',
+    'newest_from',
+    'newest_always_on'
+);
+
 CREATE TYPE public.message_direction AS ENUM (
     'inbound',
     'outbound'
@@ -225,23 +233,41 @@ CREATE TABLE public.searchable_revisions (
     lexeme_count integer GENERATED ALWAYS AS (public.memory_lexeme_count(body_tsv)) STORED
 );
 
-CREATE FUNCTION public.memory_eligible_revisions(p_agent uuid, p_conversation uuid, p_audience uuid[], p_through_classes boolean) RETURNS SETOF public.searchable_revisions
+CREATE FUNCTION public.memory_eligible_revisions(p_agent uuid, p_conversation uuid, p_audience uuid[], p_reading public.memory_set_reading, p_key uuid DEFAULT NULL::uuid, p_newest bigint DEFAULT NULL::bigint) RETURNS SETOF public.searchable_revisions
     LANGUAGE sql STABLE
     AS $$
     SELECT eligible.*
       FROM (SELECT p.*
               FROM searchable_revisions p
-             WHERE NOT p_through_classes AND p.runtime_agent_id = p_agent
+             WHERE p_reading = 'audience_array' AND p.runtime_agent_id = p_agent
                AND p.evidence_known AND p.audience @> p_audience
             UNION ALL
             SELECT p.*
               FROM memory_covering_audience_classes(p_agent, p_audience) AS c
               JOIN searchable_revisions p ON p.audience_class_id = c.id
-             WHERE p_through_classes
+             WHERE p_reading = 'class_scan'
+            UNION ALL
+            SELECT newest.*
+              FROM (SELECT p.*
+                      FROM searchable_revisions p
+                     WHERE p_reading IN ('newest_about', 'newest_from', 'newest_always_on')
+                       AND p.runtime_agent_id = p_agent
+                       AND CASE p_reading WHEN 'newest_about' THEN p.subject_actor_id = p_key
+                                          WHEN 'newest_from' THEN p.origin_conversation_id = p_key
+                                          ELSE p.always_on END
+                       AND (p.restriction = 'none' OR p.restricted_conversation_id = p_conversation)
+                       AND array_position(ARRAY(SELECT c.id FROM memory_covering_audience_classes(p_agent, p_audience) AS c),
+                                          p.audience_class_id) IS NOT NULL
+                     ORDER BY p.created_at DESC, p.revision_id
+                     LIMIT p_newest) AS newest
             UNION ALL
             SELECT p.*
               FROM searchable_revisions p
              WHERE p.runtime_agent_id = p_agent
+               AND CASE p_reading WHEN 'newest_about' THEN p.subject_actor_id = p_key
+                                  WHEN 'newest_from' THEN p.origin_conversation_id = p_key
+                                  WHEN 'newest_always_on' THEN p.always_on
+                                  ELSE true END
                AND NOT (p.evidence_known AND p.audience @> p_audience)
                AND p.revision_id IN (SELECT g.revision_id FROM memory_released_revisions(p_agent, p_audience) g)
            ) AS eligible

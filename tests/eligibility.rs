@@ -575,22 +575,79 @@ async fn build(
     (world, people, conversations)
 }
 
-/// Revision ids that the set form admits, through audience classes or through the audience array.
+/// The readings of the set form (SQL type `memory_set_reading`) that return the whole eligible
+/// set: they differ in how they read "known and covering", never in what it means.
+const WHOLE_SET_READINGS: [&str; 2] = ["audience_array", "class_scan"];
+
+/// Revision ids that the set form admits when read as `reading`.
 async fn set_form(
     pool: &sqlx::PgPool,
     agent: AgentId,
     conversation: ConversationId,
     audience: &[Uuid],
-    through_classes: bool,
+    reading: &str,
 ) -> HashSet<Uuid> {
-    let sql = if through_classes {
-        "SELECT p.revision_id FROM memory_eligible_revisions($1, $2, $3, p_through_classes => true) AS p"
-    } else {
-        "SELECT p.revision_id FROM memory_eligible_revisions($1, $2, $3, p_through_classes => false) AS p"
-    };
-    let ids: Vec<Uuid> =
-        sqlx::query_scalar(sql).bind(agent).bind(conversation).bind(audience).fetch_all(pool).await.unwrap();
+    let sql = "SELECT p.revision_id FROM memory_eligible_revisions($1, $2, $3, $4::memory_set_reading) AS p";
+    let ids: Vec<Uuid> = sqlx::query_scalar(sql)
+        .bind(agent)
+        .bind(conversation)
+        .bind(audience)
+        .bind(reading)
+        .fetch_all(pool)
+        .await
+        .unwrap();
     ids.into_iter().collect()
+}
+
+/// What a structural source asks the set form for: the newest eligible rows about a subject, from
+/// an origin conversation, or flagged always-on.
+#[derive(Clone, Copy, Debug)]
+enum NewestFilter {
+    About(Uuid),
+    From(Uuid),
+    AlwaysOn,
+}
+
+/// The newest `newest` eligible revisions passing `filter`, newest first, read both ways: from the
+/// set form's newest reading (as the structural sources read them) and from the whole set
+/// (`class_scan`) filtered, ordered and cut by the caller. Returns `(newest reading, whole set)`.
+async fn newest_both_ways(
+    pool: &sqlx::PgPool,
+    agent: AgentId,
+    conversation: ConversationId,
+    audience: &[Uuid],
+    filter: NewestFilter,
+    newest: i64,
+) -> (Vec<Uuid>, Vec<Uuid>) {
+    let (reading, key) = match filter {
+        NewestFilter::About(subject) => ("newest_about", Some(subject)),
+        NewestFilter::From(origin) => ("newest_from", Some(origin)),
+        NewestFilter::AlwaysOn => ("newest_always_on", None),
+    };
+    let read_newest = "SELECT p.revision_id
+                         FROM memory_eligible_revisions($1, $2, $3, $4::memory_set_reading, $5, $6) AS p
+                        ORDER BY p.created_at DESC, p.revision_id LIMIT $6";
+    let read_whole = "SELECT p.revision_id FROM memory_eligible_revisions($1, $2, $3, 'class_scan') AS p
+                       WHERE CASE $4::memory_set_reading WHEN 'newest_about' THEN p.subject_actor_id = $5
+                                                         WHEN 'newest_from' THEN p.origin_conversation_id = $5
+                                                         ELSE p.always_on END
+                       ORDER BY p.created_at DESC, p.revision_id LIMIT $6";
+    let mut read = Vec::new();
+    for sql in [read_newest, read_whole] {
+        let ids: Vec<Uuid> = sqlx::query_scalar(sql)
+            .bind(agent)
+            .bind(conversation)
+            .bind(audience)
+            .bind(reading)
+            .bind(key)
+            .bind(newest)
+            .fetch_all(pool)
+            .await
+            .unwrap();
+        read.push(ids);
+    }
+    let whole = read.pop().unwrap();
+    (read.pop().unwrap(), whole)
 }
 
 /// The withheld diagnostics for one word, with a limit no workspace reaches (so they are exact).
@@ -659,10 +716,24 @@ fn property_both_policy_forms_and_the_withheld_diagnostics_equal_an_independent_
                 let expected: HashSet<Uuid> =
                     revisions.iter().copied().filter(|r| model_eligible(&facts, *r, conversation.0, &audience)).collect();
                 let audience_ids: Vec<Uuid> = audience.iter().copied().collect();
-                for through_classes in [false, true] {
-                    let admitted = set_form(&db.pool, world.agent, *conversation, &audience_ids, through_classes).await;
+                for reading in WHOLE_SET_READINGS {
+                    let admitted = set_form(&db.pool, world.agent, *conversation, &audience_ids, reading).await;
                     assert_eq!(admitted, expected,
-                        "the set form (classes: {through_classes}) disagrees with the model in {conversation} (spec {spec:?})");
+                        "the set form (reading {reading}) disagrees with the model in {conversation} (spec {spec:?})");
+                }
+                // The newest eligible rows about each person, from each conversation and
+                // always-on, read as the structural sources read them (newest first, each row
+                // checked, stopping at the bound), are the whole set's, filtered and cut.
+                let mut filters = vec![NewestFilter::AlwaysOn];
+                filters.extend(people.iter().map(|p| NewestFilter::About(p.actor.0)));
+                filters.extend(conversations.iter().map(|c| NewestFilter::From(c.0)));
+                for filter in filters {
+                    for newest in [1, 2, 100] {
+                        let (read_newest, whole) =
+                            newest_both_ways(&db.pool, world.agent, *conversation, &audience_ids, filter, newest).await;
+                        assert_eq!(read_newest, whole,
+                            "the newest {newest} of {filter:?} in {conversation} differ from the whole set's (spec {spec:?})");
+                    }
                 }
                 // The withheld diagnostics: every matching live current revision the model rejects,
                 // by rule.

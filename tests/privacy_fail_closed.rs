@@ -103,19 +103,34 @@ async fn a_conversation_without_members_admits_no_memory_not_every_memory() {
         .await
         .unwrap();
     assert_eq!(rule, "audience_unknown");
-    for through_classes in [false, true] {
-        let admitted: i64 = sqlx::query_scalar(if through_classes {
-            "SELECT count(*) FROM memory_eligible_revisions($1, $2, $3, p_through_classes => true)"
-        } else {
-            "SELECT count(*) FROM memory_eligible_revisions($1, $2, $3, p_through_classes => false)"
-        })
+    // The newest readings look where the private memory is: its subject, its origin.
+    let (subject, origin): (Option<uuid::Uuid>, Option<uuid::Uuid>) = sqlx::query_as(
+        "SELECT subject_actor_id, origin_conversation_id FROM searchable_revisions WHERE revision_id = $1",
+    )
+    .bind(revision)
+    .fetch_one(&s.db.pool)
+    .await
+    .unwrap();
+    let readings = [
+        ("audience_array", None),
+        ("class_scan", None),
+        ("newest_about", subject),
+        ("newest_from", origin),
+        ("newest_always_on", None),
+    ];
+    for (reading, key) in readings {
+        let admitted: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM memory_eligible_revisions($1, $2, $3, $4::memory_set_reading, $5, 100)",
+        )
         .bind(s.world.agent)
         .bind(empty)
         .bind(Vec::<uuid::Uuid>::new())
+        .bind(reading)
+        .bind(key)
         .fetch_one(&s.db.pool)
         .await
         .unwrap();
-        assert_eq!(admitted, 0, "the set form admits nothing for an empty audience (classes: {through_classes})");
+        assert_eq!(admitted, 0, "the set form admits nothing for an empty audience (reading {reading})");
     }
 }
 

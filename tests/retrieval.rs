@@ -417,12 +417,13 @@ async fn empty_query_ranks_by_subject_then_conversation_then_recency() {
 /// How a search reads the destination's eligible set, for the test that compares the three.
 #[derive(Clone, Copy, Debug)]
 enum SetRead {
-    /// No semantic index searches within the set: only the structural sources' picks are read.
-    Picks,
+    /// No semantic index searches within the set: the structural sources read their newest rows.
+    Rows,
     /// An index searches within it (this one finds nothing): the whole set is read.
     Whole,
-    /// A limit of 0: every source runs its own statement.
-    PerSource,
+    /// An index searches within it but the set is over the limit (0 here): newest rows again, and
+    /// the index is told the set is too large.
+    OverLimit,
 }
 
 /// A vector index that searches within the eligible set and finds nothing there.
@@ -443,18 +444,20 @@ impl SemanticIndex for FindsNothing {
 async fn ask_reading(
     world: &World,
     read: SetRead,
+    per_source_limit: u32,
     conversation: ConversationId,
     actor: Option<ActorId>,
     query: &str,
 ) -> SearchOutcome {
-    let config = match read {
-        SetRead::PerSource => RetrievalConfig { eligible_set_limit: 0, ..RetrievalConfig::default() },
-        SetRead::Picks | SetRead::Whole => RetrievalConfig::default(),
+    let eligible_set_limit = match read {
+        SetRead::OverLimit => 0,
+        SetRead::Rows | SetRead::Whole => RetrievalConfig::default().eligible_set_limit,
     };
+    let config = RetrievalConfig { eligible_set_limit, per_source_limit, ..RetrievalConfig::default() };
     let retriever = Retriever::new(world.store.clone(), config);
     let retriever = match read {
-        SetRead::Whole => retriever.with_semantic_index(Arc::new(FindsNothing)),
-        SetRead::Picks | SetRead::PerSource => retriever,
+        SetRead::Whole | SetRead::OverLimit => retriever.with_semantic_index(Arc::new(FindsNothing)),
+        SetRead::Rows => retriever,
     };
     retriever
         .search(&SearchRequest::new(world.agent, conversation, actor, query, RetrievalMode::Recall))
@@ -462,8 +465,11 @@ async fn ask_reading(
         .expect("search succeeds")
 }
 
+/// The structural sources' newest rows select exactly what they take from the whole eligible
+/// set, also when each source takes fewer rows than match (a per-source limit of 1 and 2 here, with
+/// rows of several audience classes, covering and not, in each source's index).
 #[tokio::test]
-async fn reading_the_eligible_set_once_selects_exactly_what_the_per_source_statements_select() {
+async fn the_whole_eligible_set_and_the_structural_sources_newest_rows_select_the_same() {
     let db = test_db().await;
     let mut w = workspace(&db.store).await;
     let eng = w.engineering;
@@ -471,25 +477,34 @@ async fn reading_the_eligible_set_once_selects_exactly_what_the_per_source_state
     w.world.remember(eng, &w.victor, None, "The build takes twelve minutes.").await;
     w.world.remember(eng, &w.dana, Some(w.priya.actor), "Priya reviews all database migrations.").await;
     w.world.remember(dm_priya, &w.priya, Some(w.priya.actor), "Priya's kids go to school in Lisbon.").await;
+    w.world.remember(eng, &w.priya, Some(w.priya.actor), "Priya owns the database backups.").await;
+    w.world.remember(dm_priya, &w.priya, Some(w.priya.actor), "Priya's school run is at eight.").await;
     w.world.remember(dm_victor, &w.victor, Some(w.victor.actor), "Victor prefers tabs over spaces.").await;
-    let message = w.world.say(eng, &w.victor, "Team rule: answers must name the repository.").await;
-    let mut rule = w.world.memory("Answers about code must name the repository.", None, w.victor.actor, eng, message);
-    rule.always_on = true;
-    db.store.create_entry(rule).await.unwrap();
+    for (place, body) in
+        [(eng, "Answers about code must name the repository."), (dm_priya, "Answers about school must be kind.")]
+    {
+        let message = w.world.say(place, &w.victor, "Team rule.").await;
+        let mut rule = w.world.memory(body, None, w.victor.actor, place, message);
+        rule.always_on = true;
+        db.store.create_entry(rule).await.unwrap();
+    }
 
     let places = [(eng, Some(w.priya.actor)), (dm_priya, Some(w.priya.actor)), (dm_victor, Some(w.victor.actor))];
-    for (conversation, actor) in places.into_iter().chain([(eng, None)]) {
-        for query in ["", "database migrations", "kids school", "tabs or spaces"] {
-            let shape = |o: &SearchOutcome| {
-                o.selections.iter().map(|s| (s.entry_id, s.revision_id, s.reason.clone())).collect::<Vec<_>>()
-            };
-            let each = ask_reading(&w.world, SetRead::PerSource, conversation, actor, query).await;
-            assert!(!each.selections.is_empty() || !query.is_empty(), "an empty query selects something here");
-            for read in [SetRead::Picks, SetRead::Whole] {
-                let once = ask_reading(&w.world, read, conversation, actor, query).await;
-                assert_eq!(shape(&once), shape(&each), "{read:?}, {query:?} in {conversation}");
-                assert_eq!(once.candidate_count, each.candidate_count, "{read:?}, {query:?} in {conversation}");
-                assert_eq!(once.withheld, each.withheld);
+    let shape = |o: &SearchOutcome| {
+        o.selections.iter().map(|s| (s.entry_id, s.revision_id, s.reason.clone())).collect::<Vec<_>>()
+    };
+    for per_source in [1, 2, 200] {
+        for (conversation, actor) in places.into_iter().chain([(eng, None)]) {
+            for query in ["", "database migrations", "kids school", "tabs or spaces"] {
+                let whole = ask_reading(&w.world, SetRead::Whole, per_source, conversation, actor, query).await;
+                assert!(!whole.selections.is_empty() || !query.is_empty(), "an empty query selects something here");
+                for read in [SetRead::Rows, SetRead::OverLimit] {
+                    let other = ask_reading(&w.world, read, per_source, conversation, actor, query).await;
+                    let case = format!("{read:?}, {per_source} a source, {query:?} in {conversation}");
+                    assert_eq!(shape(&other), shape(&whole), "{case}");
+                    assert_eq!(other.candidate_count, whole.candidate_count, "{case}");
+                    assert_eq!(other.withheld, whole.withheld, "{case}");
+                }
             }
         }
     }

@@ -243,7 +243,7 @@ async fn sign_bits_rank_the_shortlist_as_pgvector_ranks_it() {
         // The Rust shortlist is the SQL ordering `bits <~> query, revision_id` cut at the same size.
         for size in [1, 2, eligible.len() - 1, eligible.len() + 5] {
             let expected: Vec<RevisionId> = sqlx::query_scalar(
-                "SELECT p.revision_id FROM memory_eligible_revisions($1, $2, $3, p_through_classes => true) AS p
+                "SELECT p.revision_id FROM memory_eligible_revisions($1, $2, $3, p_reading => 'class_scan') AS p
                   WHERE p.embedding_bits IS NOT NULL
                   ORDER BY p.embedding_bits::bit(64) <~> binary_quantize($4::text::vector)::bit(64), p.revision_id
                   LIMIT $5",

@@ -1,6 +1,6 @@
 //! Eligibility: the Rust face of the privacy policy, which lives in SQL in two forms (migration
 //! `20261207100000_one_privacy_policy.sql`; `docs/policy.md` reads it in words):
-//! - the set form `memory_eligible_revisions($1 agent, $2 conversation, $3 audience, through_classes)`,
+//! - the set form `memory_eligible_revisions($1 agent, $2 conversation, $3 audience, reading)`,
 //!   which every candidate query selects *from*, so an ineligible row is never even read into
 //!   Rust and no score can restore it;
 //! - the per-revision verdict `memory_eligibility_verdict`, which names the first failing rule and

@@ -29,7 +29,7 @@ macro_rules! candidate_columns {
 /// the audience array, which the full-text index carries beside the text.
 macro_rules! from_eligible {
     () => {
-        " FROM memory_eligible_revisions($1, $2, $3, p_through_classes => false) AS p "
+        " FROM memory_eligible_revisions($1, $2, $3, p_reading => 'audience_array') AS p "
     };
 }
 
@@ -163,7 +163,7 @@ pub(crate) async fn eligible_set(
                         p.created_at, ",
                 $bits,
                 " AS embedding_bits
-                   FROM memory_eligible_revisions($1, $2, $3, p_through_classes => true) AS p LIMIT $4"
+                   FROM memory_eligible_revisions($1, $2, $3, p_reading => 'class_scan') AS p LIMIT $4"
             )
         };
     }
@@ -192,105 +192,89 @@ pub(crate) async fn eligible_set(
     Ok(Some(EligibleSet { rows, revisions }))
 }
 
-/// The subject, conversation and always-on candidates of a destination whose eligible set fits the
-/// eligible-set limit, taken from that set in one statement: what [`eligible_set`] and
-/// [`newest_matching`] give, without the rest of the set leaving the database.
+/// The subject, conversation and always-on candidates of a destination, newest first, at most
+/// `per_source` each: what [`newest_matching`] takes from the whole eligible set, for a search
+/// that does not read the whole set.
+#[derive(Default)]
 pub(crate) struct StructuralPicks {
     pub subject: Vec<CandidateRow>,
     pub conversation: Vec<CandidateRow>,
     pub always_on: Vec<CandidateRow>,
 }
 
-/// One row of the structural-picks statement: the eligible set's size (on every row, and alone on
-/// the one row of a set with no pick) and, where there is one, a picked row and who picked it.
+impl StructuralPicks {
+    /// The picks as fusion takes them: each source's rows, newest first.
+    pub fn into_sources(self) -> Vec<(CandidateSource, Vec<CandidateRow>)> {
+        vec![
+            (CandidateSource::Subject, self.subject),
+            (CandidateSource::Conversation, self.conversation),
+            (CandidateSource::AlwaysOn, self.always_on),
+        ]
+    }
+}
+
+/// One row of the structural-picks statement: a picked row and which source picked it.
 #[derive(sqlx::FromRow)]
 struct PickRow {
-    eligible_count: i64,
-    pick: Option<String>,
-    entry_id: Option<EntryId>,
-    revision_id: Option<RevisionId>,
-    subject_actor_id: Option<ActorId>,
-    origin_conversation_id: Option<ConversationId>,
-    always_on: Option<bool>,
-    created_at: Option<DateTime<Utc>>,
+    pick: String,
+    #[sqlx(flatten)]
+    row: CandidateRow,
 }
 
 /// The structural sources' candidates (subject, when `actor` is known, conversation and
-/// always-on; at most `per_source` each, newest first) from the eligible set read through audience
-/// classes, or `None` when that set has more than `set_limit` rows (then each source runs its own
-/// statement). For a search that does not need the whole set: no semantic index reads it, or the
-/// query is empty. A direct conversation's set is typically a few thousand rows and up to
-/// `set_limit`; sending them all to be picked here cost more than picking them in the statement.
+/// always-on; at most `per_source` each, newest first) in one statement, from the set form's
+/// newest readings (`newest_about`, `newest_from`, `newest_always_on`): each reads newest first
+/// through its own column's index (`searchable_revisions_subject`, `_origin`, `_always_on`),
+/// checks each row's audience class against the covering classes and stops at `per_source`. It
+/// never reads the rest of the eligible set, however large that is (a direct conversation's is
+/// typically a few thousand rows at 1M revisions, and tens of thousands for the largest).
 pub(crate) async fn structural_picks(
     pool: &PgPool,
     ctx: &EligibilityContext,
     actor: Option<ActorId>,
     per_source: u32,
-    set_limit: usize,
-) -> Result<Option<StructuralPicks>, sqlx::Error> {
-    let probe = i64::try_from(set_limit).unwrap_or(i64::MAX - 1) + 1;
+) -> Result<StructuralPicks, sqlx::Error> {
     macro_rules! newest {
-        ($pick:literal, $filter:literal) => {
+        ($pick:literal, $reading:literal, $key:literal) => {
             concat!(
                 "(SELECT '",
                 $pick,
-                "' AS pick, e.* FROM eligible e WHERE total.n < $4 AND ",
-                $filter,
-                " ORDER BY e.created_at DESC, e.revision_id LIMIT $6)"
+                "' AS pick, ",
+                candidate_columns!(),
+                " FROM memory_eligible_revisions($1, $2, $3, '",
+                $reading,
+                "', p_key => ",
+                $key,
+                ", p_newest => $5) AS p ORDER BY p.created_at DESC, p.revision_id LIMIT $5)"
             )
         };
     }
     let rows: Vec<PickRow> = sqlx::query_as(concat!(
-        "WITH eligible AS MATERIALIZED (
-             SELECT p.entry_id, p.revision_id, p.subject_actor_id, p.origin_conversation_id, p.always_on,
-                    p.created_at
-               FROM memory_eligible_revisions($1, $2, $3, p_through_classes => true) AS p LIMIT $4)
-         SELECT total.n AS eligible_count, picked.*
-           FROM (SELECT count(*) AS n FROM eligible) AS total
-           LEFT JOIN LATERAL (",
-        newest!("subject", "e.subject_actor_id = $5"),
+        newest!("subject", "newest_about", "$4"),
         " UNION ALL ",
-        newest!("conversation", "e.origin_conversation_id = $2"),
+        newest!("conversation", "newest_from", "$2"),
         " UNION ALL ",
-        newest!("always_on", "e.always_on"),
-        ") AS picked ON true"
+        newest!("always_on", "newest_always_on", "NULL"),
     ))
     .bind(ctx.agent)
     .bind(ctx.conversation)
     .bind(ctx.audience_uuids())
-    .bind(probe)
     .bind(actor)
     .bind(i64::from(per_source))
     .fetch_all(pool)
     .await?;
-    if rows.first().is_some_and(|r| r.eligible_count >= probe) {
-        return Ok(None);
-    }
-    let mut picks = StructuralPicks { subject: Vec::new(), conversation: Vec::new(), always_on: Vec::new() };
-    for row in rows {
-        let (Some(pick), Some(entry_id), Some(revision_id), Some(always_on), Some(created_at)) =
-            (row.pick, row.entry_id, row.revision_id, row.always_on, row.created_at)
-        else {
-            continue;
-        };
-        let candidate = CandidateRow {
-            entry_id,
-            revision_id,
-            subject_actor_id: row.subject_actor_id,
-            origin_conversation_id: row.origin_conversation_id,
-            always_on,
-            created_at,
-        };
+    let mut picks = StructuralPicks::default();
+    for PickRow { pick, row } in rows {
         match pick.as_str() {
-            "subject" => picks.subject.push(candidate),
-            "conversation" => picks.conversation.push(candidate),
-            _ => picks.always_on.push(candidate),
+            "subject" => picks.subject.push(row),
+            "conversation" => picks.conversation.push(row),
+            _ => picks.always_on.push(row),
         }
     }
     for rows in [&mut picks.subject, &mut picks.conversation, &mut picks.always_on] {
         sort_newest_first(rows);
     }
-    Ok(Some(picks))
+    Ok(picks)
 }
 
 /// Orders candidates as every structural source's statement does: `ORDER BY created_at DESC,
@@ -307,68 +291,6 @@ pub(crate) fn newest_matching(
     wanted: impl Fn(&CandidateRow) -> bool,
 ) -> Vec<CandidateRow> {
     eligible.iter().filter(|row| wanted(row)).take(limit as usize).cloned().collect()
-}
-
-/// Memories whose current revision is about `actor`, newest first.
-pub(crate) async fn subject(
-    pool: &PgPool,
-    ctx: &EligibilityContext,
-    actor: ActorId,
-    limit: u32,
-) -> Result<Vec<CandidateRow>, sqlx::Error> {
-    sqlx::query_as(concat!(
-        "SELECT ",
-        candidate_columns!(),
-        from_eligible!(),
-        " WHERE p.subject_actor_id = $4 ORDER BY p.created_at DESC, p.revision_id LIMIT $5"
-    ))
-    .bind(ctx.agent)
-    .bind(ctx.conversation)
-    .bind(ctx.audience_uuids())
-    .bind(actor)
-    .bind(i64::from(limit))
-    .fetch_all(pool)
-    .await
-}
-
-/// Memories formed in the destination conversation, newest first.
-pub(crate) async fn conversation(
-    pool: &PgPool,
-    ctx: &EligibilityContext,
-    limit: u32,
-) -> Result<Vec<CandidateRow>, sqlx::Error> {
-    sqlx::query_as(concat!(
-        "SELECT ",
-        candidate_columns!(),
-        from_eligible!(),
-        " WHERE p.origin_conversation_id = $2 ORDER BY p.created_at DESC, p.revision_id LIMIT $4"
-    ))
-    .bind(ctx.agent)
-    .bind(ctx.conversation)
-    .bind(ctx.audience_uuids())
-    .bind(i64::from(limit))
-    .fetch_all(pool)
-    .await
-}
-
-/// Always-on memories, newest first.
-pub(crate) async fn always_on(
-    pool: &PgPool,
-    ctx: &EligibilityContext,
-    limit: u32,
-) -> Result<Vec<CandidateRow>, sqlx::Error> {
-    sqlx::query_as(concat!(
-        "SELECT ",
-        candidate_columns!(),
-        from_eligible!(),
-        " WHERE p.always_on ORDER BY p.created_at DESC, p.revision_id LIMIT $4"
-    ))
-    .bind(ctx.agent)
-    .bind(ctx.conversation)
-    .bind(ctx.audience_uuids())
-    .bind(i64::from(limit))
-    .fetch_all(pool)
-    .await
 }
 
 /// A query's full-text form and BM25 weights, computed once per search and passed to the
@@ -515,7 +437,7 @@ pub(crate) async fn eligible_rows_of(
         "SELECT ",
         candidate_columns!(),
         " FROM unnest($4::uuid[]) WITH ORDINALITY AS hit(id, position)
-          JOIN memory_eligible_revisions($1, $2, $3, p_through_classes => false) AS p
+          JOIN memory_eligible_revisions($1, $2, $3, p_reading => 'audience_array') AS p
             ON p.revision_id = hit.id
          ORDER BY hit.position"
     ))

@@ -111,11 +111,11 @@ pub struct RetrievalConfig {
     /// Whether the lexical (full-text) source runs. Default true; the evaluation turns it off to
     /// measure semantic candidates alone.
     pub lexical_enabled: bool,
-    /// Up to this many eligible revisions, retrieval takes the subject, conversation and
-    /// always-on candidates from the eligible set read in one statement (an index-only scan over
-    /// audience classes): the whole set, passed to a semantic index that searches within it, or
-    /// only those candidates when no index does. Above it, each source runs its own statement and
-    /// semantic search reports `semantic_oversized`. Default 10,000, the spec's semantic cap.
+    /// Up to this many eligible revisions, a semantic index that searches within the eligible set
+    /// gets the whole set, read in one statement (an index-only scan over audience classes), and
+    /// the subject, conversation and always-on candidates are taken from it. Above it, semantic
+    /// search reports `semantic_oversized` and those candidates are read on their own, as they are
+    /// whenever no index searches the set. Default 10,000, the spec's semantic cap.
     pub eligible_set_limit: usize,
     /// Okapi BM25 term-frequency saturation of the lexical ranking. Default 1.2, the textbook
     /// value (and that of the exact BM25 baseline `eval` runs beside it).

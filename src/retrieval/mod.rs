@@ -300,7 +300,7 @@ struct Structural {
 enum EligibleRead {
     /// The whole set, for a semantic index that searches within it.
     Whole(candidates::EligibleSet),
-    /// Only the structural sources' candidates; the set fits the limit.
+    /// Only the structural sources' candidates, read newest first from their own indexes.
     Picks(candidates::StructuralPicks),
     /// Nothing: the set has more rows than the eligible-set limit.
     TooLarge,
@@ -328,11 +328,7 @@ impl EligibleRead {
                 sources.push((CandidateSource::AlwaysOn, candidates::newest_matching(rows, limit, |r| r.always_on)));
                 Some(sources)
             }
-            EligibleRead::Picks(picks) => Some(vec![
-                (CandidateSource::Subject, std::mem::take(&mut picks.subject)),
-                (CandidateSource::Conversation, std::mem::take(&mut picks.conversation)),
-                (CandidateSource::AlwaysOn, std::mem::take(&mut picks.always_on)),
-            ]),
+            EligibleRead::Picks(picks) => Some(std::mem::take(picks).into_sources()),
             EligibleRead::TooLarge => None,
         }
     }
@@ -563,13 +559,13 @@ impl Retriever {
         Ok(Some(names.searched_text().await?))
     }
 
-    /// Subject, conversation, always-on and semantic candidates. When the eligible set fits the
-    /// configured limit the three structural sources are taken from it in one statement (the
-    /// same rows and order their own statements would return): the whole set is read when the
-    /// semantic index searches within it, otherwise only the rows those sources take
-    /// ([`candidates::structural_picks`]). A larger set runs each source's own statement.
-    /// Semantic search embeds the query without the names of the members it names, as the
-    /// full-text side searches it ([`subjects::QueryNames::searched_text`]).
+    /// Subject, conversation, always-on and semantic candidates. When the semantic index searches
+    /// within the eligible set and the set fits the configured limit, the whole set is read once and
+    /// the three structural sources are taken from it (the same rows and order their own statement
+    /// would return); otherwise one statement reads only the rows those sources take
+    /// ([`candidates::structural_picks`]). Semantic search embeds the query without the names of
+    /// the members it names, as the full-text side searches it
+    /// ([`subjects::QueryNames::searched_text`]).
     async fn eligible_side(
         &self,
         request: &SearchRequest,
@@ -587,7 +583,10 @@ impl Retriever {
         let limit = self.config.per_source_limit;
         let mut sources = match eligible.structural(request.current_actor, ctx.conversation, limit) {
             Some(picks) => picks,
-            None => self.structural_statements(request, ctx).await?,
+            None => {
+                let pool = self.store.pool();
+                candidates::structural_picks(pool, ctx, request.current_actor, limit).await?.into_sources()
+            }
         };
         let mut categories = Vec::new();
         let mut semantic_ok = false;
@@ -604,8 +603,8 @@ impl Retriever {
     }
 
     /// What this search reads of the destination's eligible set: all of it (with sign bits when
-    /// the index ranks them) when a semantic search will look within it, else only the structural
-    /// sources' picks; nothing when it has more rows than the eligible-set limit.
+    /// the index ranks them) when a semantic search will look within it, nothing when it then has
+    /// more rows than the eligible-set limit, else only the structural sources' picks.
     async fn read_eligible(
         &self,
         request: &SearchRequest,
@@ -613,43 +612,14 @@ impl Retriever {
         query: &str,
     ) -> Result<EligibleRead, RetrievalError> {
         let pool = self.store.pool();
-        let set_limit = self.config.eligible_set_limit;
         if !query.is_empty() && self.semantic.searches_eligible_set() {
             let with_sign_bits = self.semantic.ranks_sign_bits();
-            let set = candidates::eligible_set(pool, ctx, set_limit, with_sign_bits).await?;
+            let set = candidates::eligible_set(pool, ctx, self.config.eligible_set_limit, with_sign_bits).await?;
             return Ok(set.map_or(EligibleRead::TooLarge, EligibleRead::Whole));
         }
         let picks =
-            candidates::structural_picks(pool, ctx, request.current_actor, self.config.per_source_limit, set_limit)
-                .await?;
-        Ok(picks.map_or(EligibleRead::TooLarge, EligibleRead::Picks))
-    }
-
-    /// The subject, conversation and always-on candidates, each from its own statement: for a
-    /// destination whose eligible set is larger than this search reads.
-    async fn structural_statements(
-        &self,
-        request: &SearchRequest,
-        ctx: &EligibilityContext,
-    ) -> Result<Vec<(CandidateSource, Vec<CandidateRow>)>, RetrievalError> {
-        let pool = self.store.pool();
-        let limit = self.config.per_source_limit;
-        let subject = async {
-            match request.current_actor {
-                Some(actor) => candidates::subject(pool, ctx, actor, limit).await,
-                None => Ok(Vec::new()),
-            }
-        };
-        let (about, here, always) = tokio::try_join!(
-            subject,
-            candidates::conversation(pool, ctx, limit),
-            candidates::always_on(pool, ctx, limit)
-        )?;
-        Ok(vec![
-            (CandidateSource::Subject, about),
-            (CandidateSource::Conversation, here),
-            (CandidateSource::AlwaysOn, always),
-        ])
+            candidates::structural_picks(pool, ctx, request.current_actor, self.config.per_source_limit).await?;
+        Ok(EligibleRead::Picks(picks))
     }
 
     /// Semantic hits under the deadline, capped and deduplicated, kept only where the eligible

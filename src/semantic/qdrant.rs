@@ -446,7 +446,7 @@ fn point_revision(id: &PointId) -> Option<RevisionId> {
 /// At most `limit` revision ids of the eligible set, by the predicate every candidate source uses.
 async fn read_eligible_ids(pool: &PgPool, ctx: &EligibilityContext, limit: usize) -> Result<Vec<Uuid>, sqlx::Error> {
     sqlx::query_scalar(
-        "SELECT p.revision_id FROM memory_eligible_revisions($1, $2, $3, p_through_classes => true) AS p LIMIT $4",
+        "SELECT p.revision_id FROM memory_eligible_revisions($1, $2, $3, p_reading => 'class_scan') AS p LIMIT $4",
     )
     .bind(ctx.agent)
     .bind(ctx.conversation)

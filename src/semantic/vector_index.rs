@@ -214,7 +214,7 @@ pub async fn eligible_set_exceeds(pool: &PgPool, ctx: &EligibilityContext, cap: 
     let probe = i64::try_from(cap).unwrap_or(i64::MAX - 1) + 1;
     let eligible: i64 = sqlx::query_scalar(
         "SELECT count(*)
-           FROM (SELECT 1 FROM memory_eligible_revisions($1, $2, $3, p_through_classes => false) AS p LIMIT $4)
+           FROM (SELECT 1 FROM memory_eligible_revisions($1, $2, $3, p_reading => 'audience_array') AS p LIMIT $4)
              AS eligible",
     )
     .bind(ctx.agent)
@@ -251,7 +251,7 @@ async fn nearest_eligible(
     let sql = format!(
         "SELECT d.revision_id, (1 - d.distance)::float4 AS similarity
            FROM (SELECT p.revision_id, x.embedding <=> (SELECT $4::text::vector({dim})) AS distance
-                   FROM memory_eligible_revisions($1, $2, $3, p_through_classes => false) AS p
+                   FROM memory_eligible_revisions($1, $2, $3, p_reading => 'audience_array') AS p
                    JOIN revision_embeddings x ON x.generation_id = {id} AND x.revision_id = p.revision_id
                  OFFSET 0) AS d
           WHERE d.distance <= $6
@@ -383,7 +383,7 @@ pub async fn revalidate(
     let ids: Vec<Uuid> = hits.iter().map(|h| h.revision_id.0).collect();
     let eligible: Vec<RevisionId> = sqlx::query_scalar(
         "SELECT p.revision_id FROM unnest($4::uuid[]) AS hit(id)
-           JOIN memory_eligible_revisions($1, $2, $3, p_through_classes => false) AS p ON p.revision_id = hit.id",
+           JOIN memory_eligible_revisions($1, $2, $3, p_reading => 'audience_array') AS p ON p.revision_id = hit.id",
     )
     .bind(ctx.agent)
     .bind(ctx.conversation)

@@ -219,7 +219,7 @@ pub fn recall(scene: &Scene, query: &str) -> SearchRequest {
 pub async fn eligible_revisions(db: &TestDb, ctx: &EligibilityContext) -> Vec<EligibleRevision> {
     let rows: Vec<(RevisionId, Option<SignBits>)> = sqlx::query_as(
         "SELECT p.revision_id, p.embedding_bits
-           FROM memory_eligible_revisions($1, $2, $3, p_through_classes => true) AS p",
+           FROM memory_eligible_revisions($1, $2, $3, p_reading => 'class_scan') AS p",
     )
     .bind(ctx.agent())
     .bind(ctx.conversation())
