@@ -22,7 +22,8 @@ use mesh_memory::retrieval::{
 use mesh_memory::semantic::vector_index::shortlist;
 use mesh_memory::semantic::{
     list_generations, outbox_status, rebuild, EmbedError, Embedder, EmbedderInfo, Generation, GenerationState,
-    IndexWorker, OpenAiConfig, OpenAiEmbedder, PgVectorIndex, RebuildProgress, SemanticError, SignBits, WorkerConfig,
+    IndexWorker, OpenAiConfig, OpenAiEmbedder, PgVectorIndex, RebuildProgress, SemanticError, SignBits, SignedQuery,
+    WorkerConfig,
 };
 use mesh_memory::store::Topology;
 use mesh_memory::RevisionId;
@@ -218,7 +219,7 @@ async fn the_shortlist_over_the_read_eligible_set_finds_what_the_exact_search_fi
 }
 
 #[tokio::test]
-async fn sign_bits_rank_the_shortlist_as_pgvector_ranks_it() {
+async fn the_shortlist_ranks_rows_by_the_query_signed_by_their_bits() {
     let db = test_db().await;
     let mut s = scene(&db).await;
     for fact in ["Victor reviews code on Mondays", "Victor prefers short standups", "Victor deploys on Friday"] {
@@ -233,31 +234,44 @@ async fn sign_bits_rank_the_shortlist_as_pgvector_ranks_it() {
     for query in ["prefers tabs over spaces", "kids school", "deploy on friday", "q"] {
         let vector = embedder.vector(query);
         let literal = format!("[{}]", vector.iter().map(f32::to_string).collect::<Vec<_>>().join(","));
-        // The query's bits computed here are pgvector's binary_quantize, bit for bit.
+        // The query's bits computed here are pgvector's binary_quantize, bit for bit, so the bits
+        // the projection stores are read with the same positions.
         let quantized: SignBits = sqlx::query_scalar("SELECT binary_quantize($1::text::vector)::varbit")
             .bind(&literal)
             .fetch_one(&db.pool)
             .await
             .unwrap();
         assert_eq!(SignBits::of(&vector), quantized, "{query:?}");
-        // The Rust shortlist is the SQL ordering `bits <~> query, revision_id` cut at the same size.
+        // Each row's score is the query's components, plus where the row's stored bit is set and
+        // minus where it is not (the bits read back from SQL as text, one character per
+        // component); the shortlist is that order, closest first, ties by revision id, cut.
+        let ids: Vec<uuid::Uuid> = eligible.iter().map(|e| e.revision_id.0).collect();
+        let bits: Vec<(RevisionId, String)> = sqlx::query_as(
+            "SELECT revision_id, embedding_bits::text FROM searchable_revisions
+              WHERE revision_id = ANY($1) AND embedding_bits IS NOT NULL",
+        )
+        .bind(&ids)
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        let mut scored: Vec<(f64, RevisionId)> = bits
+            .iter()
+            .map(|(revision, text)| {
+                let signed =
+                    text.chars().zip(&vector).map(|(bit, q)| if bit == '1' { f64::from(*q) } else { -f64::from(*q) });
+                (signed.sum(), *revision)
+            })
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         for size in [1, 2, eligible.len() - 1, eligible.len() + 5] {
-            let expected: Vec<RevisionId> = sqlx::query_scalar(
-                "SELECT p.revision_id FROM memory_eligible_revisions($1, $2, $3, p_reading => 'class_scan') AS p
-                  WHERE p.embedding_bits IS NOT NULL
-                  ORDER BY p.embedding_bits::bit(64) <~> binary_quantize($4::text::vector)::bit(64), p.revision_id
-                  LIMIT $5",
-            )
-            .bind(ctx.agent())
-            .bind(ctx.conversation())
-            .bind(ctx.audience_uuids())
-            .bind(&literal)
-            .bind(size as i64)
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
-            assert_eq!(shortlist(&eligible, &quantized, size), expected, "{query:?} cut at {size}");
+            let expected: Vec<RevisionId> = scored.iter().take(size).map(|(_, r)| *r).collect();
+            assert_eq!(shortlist(&eligible, &vector, size), expected, "{query:?} cut at {size}");
         }
+        // The best row shares the query's strongest signs: its score is no lower than any other's.
+        let scorer = SignedQuery::of(&vector);
+        let best = shortlist(&eligible, &vector, 1)[0];
+        let score = |id: RevisionId| scorer.score(eligible.iter().find(|e| e.revision_id == id)?.sign_bits.as_ref()?);
+        assert!(eligible.iter().all(|e| score(e.revision_id) <= score(best)), "{query:?}");
     }
 }
 

@@ -45,7 +45,7 @@ pub use semantic_source::{
     EligibleRevision, EligibleRows, SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest,
     UnavailableSemanticIndex, MAX_ELIGIBLE_REVISIONS,
 };
-pub use sign_bits::SignBits;
+pub use sign_bits::{SignBits, SignedQuery};
 
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RetrievalEventId, RevisionId};
 use crate::privacy::{EligibilityContext, PrivacyError};

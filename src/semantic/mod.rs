@@ -34,7 +34,7 @@ pub mod vector_index;
 
 use std::sync::Arc;
 
-pub use crate::retrieval::SignBits;
+pub use crate::retrieval::{SignBits, SignedQuery};
 pub use document::{document_text, DOCUMENT_FORM};
 pub use embedder::{EmbedError, EmbedFuture, Embedder, EmbedderInfo};
 pub use embeddings::embedding_count;

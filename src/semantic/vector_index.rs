@@ -26,7 +26,7 @@ use crate::ids::RevisionId;
 use crate::privacy::EligibilityContext;
 use crate::retrieval::{
     EligibleRevision, EligibleRows, SemanticFailure, SemanticFuture, SemanticHit, SemanticIndex, SemanticRequest,
-    SignBits,
+    SignedQuery,
 };
 use uuid::Uuid;
 
@@ -270,19 +270,21 @@ async fn nearest_eligible(
     Ok(rows.into_iter().map(|(revision_id, similarity)| SemanticHit { revision_id, similarity }).collect())
 }
 
-/// How many eligible revisions, closest by Hamming distance of their quantized embeddings, are
+/// How many eligible revisions, closest by their quantized embeddings ([`SignedQuery`]), are
 /// re-ranked by exact cosine per wanted hit. With fewer eligible revisions than the shortlist the
-/// search is exact.
-pub const SHORTLIST_PER_HIT: usize = 4;
+/// search is exact. Two: on dense (MiniLM) vectors a shortlist of 400 for 200 hits finds every
+/// exact top 50 and 0.977 of the top 200 (docs/benchmarks-history.md, "2026-12-15"), and each
+/// re-ranked revision is a probe of `revision_embeddings`, the largest cost of a hybrid search.
+pub const SHORTLIST_PER_HIT: usize = 2;
 
 /// The shortlist is never smaller than this, so small limits still re-rank a useful pool.
 pub const MIN_SHORTLIST: usize = 400;
 
 /// The nearest eligible current revisions in `generation`, at least `min` similar, among the
 /// eligible set that retrieval read in this search ([`EligibleRows::Read`]): its rows are
-/// ranked here by the Hamming distance of their sign bits to the query's (pgvector's "binary
-/// quantization with re-ranking"; ties by revision id, as `ORDER BY bits <~> query, revision_id`
-/// would), and the shortlist is re-ranked by exact cosine against `revision_embeddings`, in
+/// ranked here by the query's real components signed by their sign bits ([`SignedQuery`]: binary
+/// quantization with re-ranking, asymmetric: the query is not quantized; ties by revision id), and
+/// the shortlist is re-ranked by exact cosine against `revision_embeddings`, in
 /// [`RERANK_PARTS`] statements at once ([`rerank`]). Only revisions of that set are ever looked
 /// up, so nothing outside it can be a hit. Rows without bits have no embedding in the active
 /// generation and cannot be hits either.
@@ -291,7 +293,7 @@ async fn nearest_by_shortlist(
     eligible: &[EligibleRevision],
     nearest: Nearest<'_>,
 ) -> Result<Vec<SemanticHit>, sqlx::Error> {
-    let shortlist = shortlist(eligible, &SignBits::of(nearest.vector), shortlist_size(nearest.limit));
+    let shortlist = shortlist(eligible, nearest.vector, shortlist_size(nearest.limit));
     let mut parts: [Vec<RevisionId>; RERANK_PARTS] = Default::default();
     for (position, revision) in shortlist.into_iter().enumerate() {
         parts[position % RERANK_PARTS].push(revision);
@@ -358,16 +360,18 @@ pub fn shortlist_size(limit: usize) -> usize {
     limit.saturating_mul(SHORTLIST_PER_HIT).max(MIN_SHORTLIST)
 }
 
-/// The `size` eligible revisions closest to `query` by Hamming distance, closest first, ties by
-/// revision id; revisions without comparable bits are left out.
-pub fn shortlist(eligible: &[EligibleRevision], query: &SignBits, size: usize) -> Vec<RevisionId> {
-    let mut ranked: Vec<(u32, RevisionId)> =
-        eligible.iter().filter_map(|e| Some((e.sign_bits.as_ref()?.hamming(query)?, e.revision_id))).collect();
+/// The `size` eligible revisions closest to `query` by their sign bits ([`SignedQuery`]), closest
+/// first, ties by revision id; revisions without comparable bits are left out.
+pub fn shortlist(eligible: &[EligibleRevision], query: &[f32], size: usize) -> Vec<RevisionId> {
+    let scorer = SignedQuery::of(query);
+    let mut ranked: Vec<(f64, RevisionId)> =
+        eligible.iter().filter_map(|e| Some((scorer.score(e.sign_bits.as_ref()?)?, e.revision_id))).collect();
+    let closest_first = |a: &(f64, RevisionId), b: &(f64, RevisionId)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
     if ranked.len() > size {
-        ranked.select_nth_unstable(size);
+        ranked.select_nth_unstable_by(size, closest_first);
         ranked.truncate(size);
     }
-    ranked.sort_unstable();
+    ranked.sort_unstable_by(closest_first);
     ranked.into_iter().map(|(_, revision)| revision).collect()
 }
 
