@@ -22,8 +22,9 @@ use sqlx::{Decode, Postgres, Type, TypeInfo};
 /// A query vector that scores rows by their sign bits: the sum of the query's components, each
 /// taken positive where the row's bit is set and negative where it is not, which is the query's dot
 /// product with the row's embedding quantized to +1 / -1. Higher is closer. Scored a byte at a time
-/// through one 256-entry table per byte of the bits (48 lookups a row at 384 dimensions); sums are
-/// in `f64`, so the order of the additions does not change a score.
+/// through one 256-entry table per byte of the bits (48 lookups a row at 384 dimensions). Sums are
+/// in `f64`, where adding a few hundred `f32` components of an embedding is exact in practice, so
+/// two rows with the same signs where it matters tie and fall back to the revision id.
 #[derive(Clone, Debug)]
 pub struct SignedQuery {
     len: usize,
