@@ -316,8 +316,8 @@ async fn nearest_by_shortlist(
 }
 
 /// How many statements re-rank a shortlist at the same time. Each exact probe is a few
-/// microseconds of one backend's CPU (800 of them are the largest part of a hybrid search at a
-/// million revisions), and while they run the rest of the search waits: two halves on two pooled
+/// microseconds of one backend's CPU (a shortlist's probes are the largest part of a hybrid search
+/// at a million revisions), and while they run the rest of the search waits: two halves on two pooled
 /// connections use both cores of a small machine for one search, the way PostgreSQL's own
 /// parallel query would, and give the same hits as one statement (each half keeps its best
 /// `limit`, merged by the same order).
