@@ -2136,9 +2136,9 @@ CREATE INDEX searchable_revisions_origin ON public.searchable_revisions USING bt
 
 CREATE INDEX searchable_revisions_subject ON public.searchable_revisions USING btree (runtime_agent_id, subject_actor_id, created_at DESC);
 
-CREATE INDEX searchable_revisions_text_audience ON public.searchable_revisions USING gin (body_tsv, audience) WITH (gin_pending_list_limit='256');
+CREATE INDEX searchable_revisions_text_audience ON public.searchable_revisions USING gin (body_tsv, audience) WITH (gin_pending_list_limit='4096');
 
-CREATE INDEX searchable_revisions_unknown_text ON public.searchable_revisions USING gin (body_tsv) WITH (gin_pending_list_limit='256') WHERE (NOT evidence_known);
+CREATE INDEX searchable_revisions_unknown_text ON public.searchable_revisions USING gin (body_tsv) WITH (gin_pending_list_limit='4096') WHERE (NOT evidence_known);
 
 CREATE INDEX sharing_grants_revision_live ON public.sharing_grants USING btree (revision_id) WHERE (revoked_at IS NULL);
 
