@@ -81,12 +81,6 @@ impl SignBits {
         SignBits { len: vector.len(), bytes }
     }
 
-    /// How many bits differ (pgvector's `<~>`), or `None` when the lengths differ (embeddings of
-    /// another dimension are not comparable).
-    pub fn hamming(&self, other: &SignBits) -> Option<u32> {
-        (self.len == other.len).then(|| self.bytes.iter().zip(&other.bytes).map(|(a, b)| (a ^ b).count_ones()).sum())
-    }
-
     /// The number of bits (the embedding's dimension).
     pub fn len(&self) -> usize {
         self.len
@@ -150,15 +144,6 @@ mod tests {
         assert_eq!(bits, SignBits::from_text("100100011").unwrap());
         assert_eq!(bits.len(), 9);
         assert_eq!(bits.bytes, vec![0b1001_0001, 0b1000_0000]);
-    }
-
-    #[test]
-    fn hamming_counts_differing_bits_of_equal_lengths_only() {
-        let a = SignBits::from_text("10110000").unwrap();
-        let b = SignBits::from_text("10011001").unwrap();
-        assert_eq!(a.hamming(&b), Some(3));
-        assert_eq!(a.hamming(&a), Some(0));
-        assert_eq!(a.hamming(&SignBits::from_text("1011").unwrap()), None);
     }
 
     #[test]

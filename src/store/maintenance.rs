@@ -5,12 +5,14 @@
 //! Both are work a write defers so that it commits sooner: a pending statistics row instead of
 //! the totals' upserts, a GIN pending-list entry instead of a posting-tree insert. Left alone,
 //! the deferred work lands in some later writer's transaction (the statistics fold in every 64th
-//! writer, the pending-list merge in the insert that finds the list full: 50-100 ms at a million
-//! revisions), and every create of that writer's group-commit batch waits with it. The store
-//! counts its committed writes and, every [`FOLD_EVERY`] of them, runs the fold (and every
-//! [`MERGE_EVERY`] the merge) in transactions of its own on a spawned task, at most one task at a
-//! time. Nothing is lost if a round fails or is skipped: the pending rows stay counted by every
-//! search, and a writer that finds a pending list full still merges it itself.
+//! writer, the pending-list merge in the insert that finds the list full: 50-100 ms for a 256 kB
+//! list at a million revisions, about 250 ms (190 measured for 2.7 MB) for the 4 MB the lists
+//! may hold since migration `20261216100000`), and every create of that writer's group-commit
+//! batch waits with it. The store counts its committed writes and, every [`FOLD_EVERY`] of them,
+//! runs the fold (and every [`MERGE_EVERY`] the merge) in transactions of its own on a spawned
+//! task, at most one task at a time. Nothing is lost if a round fails or is skipped: the pending
+//! rows stay counted by every search, and a writer that finds a pending list full still merges it
+//! itself.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
