@@ -969,7 +969,7 @@ CREATE FUNCTION public.memory_withheld_rules(p_agent uuid, p_conversation uuid, 
                           AND memory_projection_rule(k, p_conversation, p_audience,
                                                      (SELECT r.ids FROM released r), 1) <> 'eligible'
                         LIMIT p_limit) AS m
-                 LIMIT 2 * p_limit) AS found
+                 LIMIT p_limit) AS found
          LIMIT p_limit
     ), ruled AS (
         SELECT unknown.rule FROM unknown

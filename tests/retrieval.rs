@@ -373,6 +373,29 @@ async fn withheld_counts_stop_at_the_configured_bound_and_unknown_evidence_is_st
     assert_eq!(zero.validate().unwrap_err().field, "withheld_count_limit");
 }
 
+/// The sample of withheld matches with known evidence takes at most `withheld_count_limit` rows
+/// in all, term by term: a later term is read only when the earlier ones found fewer, so matches
+/// of every term still count up to the bound, and a bound the first term fills is not exceeded.
+#[tokio::test]
+async fn withheld_sample_goes_on_to_later_terms_until_its_bound() {
+    let db = test_db().await;
+    let mut w = workspace(&db.store).await;
+    let eng = w.engineering;
+    // The query's lexemes are read in order ("budget" before "forecast"): one private match for
+    // the first, three for the second.
+    w.world.remember(w.dm_priya, &w.priya, None, "Budget approved yesterday.").await;
+    for body in ["Forecast one slipped.", "Forecast two is late.", "Forecast three moved."] {
+        w.world.remember(w.dm_victor, &w.victor, None, body).await;
+    }
+    let count = |limit: u32| {
+        let config = RetrievalConfig { withheld_count_limit: limit, ..RetrievalConfig::default() };
+        ask_with(&w.world, config, eng, Some(w.dana.actor), "budget forecast")
+    };
+    assert_eq!(count(3).await.withheld.get("audience_not_covered"), Some(&3), "the second term fills the bound");
+    assert_eq!(count(10).await.withheld.get("audience_not_covered"), Some(&4), "every match, under the bound");
+    assert_eq!(count(1).await.withheld.get("audience_not_covered"), Some(&1), "the first term fills the bound");
+}
+
 #[tokio::test]
 async fn the_lexical_terms_are_the_lexemes_the_lexical_query_ors() {
     let db = test_db().await;

@@ -396,8 +396,9 @@ pub(crate) async fn lexical(
 /// Counts, by rejecting rule, full-text matches among the agent's live current revisions that the
 /// policy withheld (SQL `memory_withheld_rules`, which names each by the policy's rule order):
 /// exact up to `limit` for `unknown_evidence`, which decides `eligibility_withheld_unknown`, lower
-/// bounds for the others (at most `limit` sampled per query term), so the work is bounded by
-/// `limit` whatever the archive size ([`super::RetrievalConfig::withheld_count_limit`]), for the
+/// bounds for the others (at most `limit` sampled in all, term by term: a later term's index scan
+/// runs only when the earlier terms found fewer), so the work is bounded by `limit` whatever the
+/// archive size ([`super::RetrievalConfig::withheld_count_limit`]), for the
 /// text the lexical side searches. Only categories and counts leave this function, never text or
 /// ids.
 pub(crate) async fn withheld_lexical(
