@@ -97,8 +97,8 @@ pub struct RetrievalConfig {
     /// evidence, and sample at most this many for the other rules (term by term, a later term
     /// only when the earlier ones found fewer): a count that reaches it is a lower bound ("at
     /// least"). Their cost per search is proportional to it (at 1M revisions, about 4 ms at 200
-    /// and 2 ms at 50, the largest statement of a lexical search), and one withheld match with unknown evidence is enough to record
-    /// `eligibility_withheld_unknown`. Default 50; at least 1.
+    /// and 2 ms at 50, the largest statement of a lexical search), and one withheld match with
+    /// unknown evidence is enough to record `eligibility_withheld_unknown`. Default 50; at least 1.
     pub withheld_count_limit: u32,
     /// Deadline of semantic work; on expiry retrieval degrades to lexical (`semantic_timeout`).
     /// Default 3 s.
