@@ -1838,7 +1838,7 @@ CREATE TABLE public.revision_embeddings (
     model text NOT NULL,
     dimension integer NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    embedding public.vector NOT NULL,
+    embedding public.halfvec NOT NULL,
     CONSTRAINT revision_embeddings_dimension_check CHECK ((dimension >= 1))
 );
 

@@ -275,6 +275,53 @@ async fn the_shortlist_ranks_rows_by_the_query_signed_by_their_bits() {
     }
 }
 
+#[tokio::test]
+async fn embeddings_are_stored_in_half_precision_close_to_what_the_embedder_returned() {
+    let db = test_db().await;
+    let _scene = scene(&db).await;
+    let embedder = HashEmbedder::new("hash-64", 64);
+    worker(&db, embedder.clone()).drain().await.unwrap();
+    let column: String = sqlx::query_scalar(
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+          WHERE attrelid = 'revision_embeddings'::regclass AND attname = 'embedding'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        column, "halfvec",
+        "the test cluster's pgvector has halfvec: migration 20261218100000 converts the column"
+    );
+    let rows: Vec<(String, Option<String>, Vec<f32>, String)> = sqlx::query_as(concat!(
+        "SELECT r.body, ",
+        mesh_memory::subject_name_sql!(),
+        ", x.embedding::vector::real[], binary_quantize(x.embedding)::text
+           FROM revision_embeddings x JOIN memory_entry_revisions r ON r.id = x.revision_id"
+    ))
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert!(rows.len() >= 4, "every revision of the scene is embedded: {}", rows.len());
+    let mut rounded = 0;
+    for (body, subject, stored, bits) in rows {
+        let document = mesh_memory::semantic::document_text(subject.as_deref(), &body);
+        let exact = mesh_memory::semantic::embedder::validate_vectors(vec![embedder.vector(&document)], 1, 64)
+            .unwrap()
+            .remove(0);
+        assert_eq!(stored.len(), exact.len());
+        for (kept, wanted) in stored.iter().zip(&exact) {
+            // Half precision keeps 11 significant bits (relative error at most 2^-11); below 2^-14
+            // it is subnormal, with an absolute error of at most 2^-25.
+            assert!((kept - wanted).abs() <= wanted.abs() / 2048.0 + 3e-8, "{kept} stored for {wanted}");
+            rounded += usize::from(kept != wanted);
+        }
+        // The sign bits the shortlist ranks by are those of the embedder's own vector.
+        let signs: String = exact.iter().map(|x| if *x > 0.0 { '1' } else { '0' }).collect();
+        assert_eq!(bits, signs, "{document:?}");
+    }
+    assert!(rounded > 0, "the stored components are rounded to half precision");
+}
+
 /// A provider that ignores the limit: three times as many hits as asked, each twice.
 struct GreedyIndex {
     revisions: Vec<RevisionId>,

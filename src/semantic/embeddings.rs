@@ -16,8 +16,9 @@ pub(crate) fn vector_literal(vector: &[f32]) -> String {
 }
 
 /// Stores `vectors[i]` for `revisions[i]` in `generation`. With pgvector the vector goes into the
-/// `embedding` column; without it only the metadata row is written (an external index such as
-/// Qdrant holds the vector).
+/// `embedding` column (in half precision where pgvector has `halfvec`, migration `20261218100000`:
+/// the `vector` value is cast to the column's type on insert); without it only the metadata row is
+/// written (an external index such as Qdrant holds the vector).
 pub(crate) async fn store_embeddings(
     conn: &mut PgConnection,
     generation: &Generation,

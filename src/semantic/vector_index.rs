@@ -241,7 +241,9 @@ struct Nearest<'a> {
 /// audience typically admits well under 1% of an archive, and a filtered approximate search that
 /// selective walks most of the graph to find its neighbours. The generation id and dimension are
 /// integers from `embedding_generations` (never input), set into the text so that the vector type
-/// has its dimension.
+/// has its dimension. Stored vectors are read as `vector(dimension)`: in half precision where
+/// pgvector has `halfvec` (migration `20261218100000`), compared with the query's own single
+/// precision vector, never a rounded one.
 async fn nearest_eligible(
     pool: &PgPool,
     ctx: &EligibilityContext,
@@ -250,7 +252,7 @@ async fn nearest_eligible(
     let (id, dim) = (nearest.generation.id, nearest.generation.dimension);
     let sql = format!(
         "SELECT d.revision_id, (1 - d.distance)::float4 AS similarity
-           FROM (SELECT p.revision_id, x.embedding <=> (SELECT $4::text::vector({dim})) AS distance
+           FROM (SELECT p.revision_id, x.embedding::vector({dim}) <=> (SELECT $4::text::vector({dim})) AS distance
                    FROM memory_eligible_revisions($1, $2, $3, p_reading => 'audience_array') AS p
                    JOIN revision_embeddings x ON x.generation_id = {id} AND x.revision_id = p.revision_id
                  OFFSET 0) AS d
@@ -325,7 +327,8 @@ pub const RERANK_PARTS: usize = 2;
 
 /// The best `limit` of `revisions` in `generation` by exact cosine distance to `query` (the
 /// vector as pgvector text), at most `1 - min`, closest first (ties by revision id):
-/// `(revision, distance)`.
+/// `(revision, distance)`. Each stored vector is read as `vector(dimension)`, as in
+/// [`nearest_eligible`].
 async fn rerank(
     pool: &PgPool,
     revisions: &[RevisionId],
@@ -338,7 +341,7 @@ async fn rerank(
     let (id, dim) = (nearest.generation.id, nearest.generation.dimension);
     let sql = format!(
         "SELECT d.revision_id, d.distance
-           FROM (SELECT x.revision_id, x.embedding <=> (SELECT $1::text::vector({dim})) AS distance
+           FROM (SELECT x.revision_id, x.embedding::vector({dim}) <=> (SELECT $1::text::vector({dim})) AS distance
                    FROM unnest($2::uuid[]) AS shortlist(revision_id)
                    JOIN revision_embeddings x ON x.generation_id = {id} AND x.revision_id = shortlist.revision_id
                  OFFSET 0) AS d
