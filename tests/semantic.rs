@@ -275,51 +275,137 @@ async fn the_shortlist_ranks_rows_by_the_query_signed_by_their_bits() {
     }
 }
 
-#[tokio::test]
-async fn embeddings_are_stored_in_half_precision_close_to_what_the_embedder_returned() {
-    let db = test_db().await;
-    let _scene = scene(&db).await;
-    let embedder = HashEmbedder::new("hash-64", 64);
-    worker(&db, embedder.clone()).drain().await.unwrap();
-    let column: String = sqlx::query_scalar(
+/// The type of `revision_embeddings.embedding` (`halfvec` or `vector`).
+async fn embedding_column_type(db: &TestDb) -> String {
+    sqlx::query_scalar(
         "SELECT format_type(atttypid, atttypmod) FROM pg_attribute
           WHERE attrelid = 'revision_embeddings'::regclass AND attname = 'embedding'",
     )
     .fetch_one(&db.pool)
     .await
-    .unwrap();
-    assert_eq!(
-        column, "halfvec",
-        "the test cluster's pgvector has halfvec: migration 20261218100000 converts the column"
-    );
-    let rows: Vec<(String, Option<String>, Vec<f32>, String)> = sqlx::query_as(concat!(
-        "SELECT r.body, ",
+    .unwrap()
+}
+
+/// One stored embedding beside what the embedder returns for its revision's document.
+struct StoredEmbedding {
+    revision: RevisionId,
+    document: String,
+    /// The embedder's normalised vector, unrounded.
+    exact: Vec<f32>,
+    /// The stored vector, read back in single precision.
+    stored: Vec<f32>,
+    /// The stored vector's `binary_quantize`, as text.
+    bits: String,
+}
+
+/// One row of [`stored_embeddings`]' statement.
+#[derive(sqlx::FromRow)]
+struct EmbeddingRow {
+    revision: RevisionId,
+    body: String,
+    subject: Option<String>,
+    stored: Vec<f32>,
+    bits: String,
+}
+
+async fn stored_embeddings(db: &TestDb, embedder: &HashEmbedder) -> Vec<StoredEmbedding> {
+    let rows: Vec<EmbeddingRow> = sqlx::query_as(concat!(
+        "SELECT r.id AS revision, r.body, ",
         mesh_memory::subject_name_sql!(),
-        ", x.embedding::vector::real[], binary_quantize(x.embedding)::text
-           FROM revision_embeddings x JOIN memory_entry_revisions r ON r.id = x.revision_id"
+        " AS subject, x.embedding::vector::real[] AS stored, binary_quantize(x.embedding)::text AS bits
+           FROM revision_embeddings x JOIN memory_entry_revisions r ON r.id = x.revision_id ORDER BY r.id"
     ))
     .fetch_all(&db.pool)
     .await
     .unwrap();
-    assert!(rows.len() >= 4, "every revision of the scene is embedded: {}", rows.len());
+    let dimension = embedder.info().dimension;
+    rows.into_iter()
+        .map(|row| {
+            let document = mesh_memory::semantic::document_text(row.subject.as_deref(), &row.body);
+            let exact =
+                mesh_memory::semantic::embedder::validate_vectors(vec![embedder.vector(&document)], 1, dimension)
+                    .unwrap()
+                    .remove(0);
+            StoredEmbedding { revision: row.revision, document, exact, stored: row.stored, bits: row.bits }
+        })
+        .collect()
+}
+
+/// Checks that every stored vector is its exact vector rounded to half precision, with the exact
+/// vector's sign bits, and that some component was actually rounded.
+fn assert_rounded_to_half_precision(embeddings: &[StoredEmbedding]) {
     let mut rounded = 0;
-    for (body, subject, stored, bits) in rows {
-        let document = mesh_memory::semantic::document_text(subject.as_deref(), &body);
-        let exact = mesh_memory::semantic::embedder::validate_vectors(vec![embedder.vector(&document)], 1, 64)
-            .unwrap()
-            .remove(0);
-        assert_eq!(stored.len(), exact.len());
-        for (kept, wanted) in stored.iter().zip(&exact) {
+    for e in embeddings {
+        assert_eq!(e.stored.len(), e.exact.len());
+        for (kept, wanted) in e.stored.iter().zip(&e.exact) {
             // Half precision keeps 11 significant bits (relative error at most 2^-11); below 2^-14
             // it is subnormal, with an absolute error of at most 2^-25.
             assert!((kept - wanted).abs() <= wanted.abs() / 2048.0 + 3e-8, "{kept} stored for {wanted}");
             rounded += usize::from(kept != wanted);
         }
         // The sign bits the shortlist ranks by are those of the embedder's own vector.
-        let signs: String = exact.iter().map(|x| if *x > 0.0 { '1' } else { '0' }).collect();
-        assert_eq!(bits, signs, "{document:?}");
+        let signs: String = e.exact.iter().map(|x| if *x > 0.0 { '1' } else { '0' }).collect();
+        assert_eq!(e.bits, signs, "{:?}", e.document);
     }
     assert!(rounded > 0, "the stored components are rounded to half precision");
+}
+
+#[tokio::test]
+async fn embeddings_are_stored_in_half_precision_close_to_what_the_embedder_returned() {
+    let db = test_db().await;
+    let _scene = scene(&db).await;
+    let embedder = HashEmbedder::new("hash-64", 64);
+    worker(&db, embedder.clone()).drain().await.unwrap();
+    assert_eq!(
+        embedding_column_type(&db).await,
+        "halfvec",
+        "the test cluster's pgvector has halfvec: migration 20261218100000 converts the column"
+    );
+    let embeddings = stored_embeddings(&db, &embedder).await;
+    assert!(embeddings.len() >= 4, "every revision of the scene is embedded: {}", embeddings.len());
+    assert_rounded_to_half_precision(&embeddings);
+}
+
+#[tokio::test]
+async fn the_half_precision_migration_converts_a_stores_single_precision_vectors_once() {
+    let db = test_db().await;
+    let s = scene(&db).await;
+    let embedder = HashEmbedder::new("hash-64", 64);
+    worker(&db, embedder.clone()).drain().await.unwrap();
+    // The column as a store written before the migration has it, holding the embedder's exact
+    // vectors (the update's trigger keeps the projection's sign bits).
+    sqlx::query("ALTER TABLE revision_embeddings ALTER COLUMN embedding TYPE vector USING embedding::vector")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    for e in stored_embeddings(&db, &embedder).await {
+        let exact = format!("[{}]", e.exact.iter().map(f32::to_string).collect::<Vec<_>>().join(","));
+        sqlx::query("UPDATE revision_embeddings SET embedding = $2::text::vector WHERE revision_id = $1")
+            .bind(e.revision)
+            .bind(exact)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    }
+    let before = stored_embeddings(&db, &embedder).await;
+    assert!(before.iter().all(|e| e.stored == e.exact), "single precision keeps the vectors exactly");
+
+    let migration = include_str!("../migrations/20261218100000_embeddings_in_half_precision.sql");
+    sqlx::raw_sql(migration).execute(&db.pool).await.unwrap();
+    assert_eq!(embedding_column_type(&db).await, "halfvec");
+    let converted = stored_embeddings(&db, &embedder).await;
+    assert_eq!(converted.len(), before.len(), "no embedding is lost");
+    assert_rounded_to_half_precision(&converted);
+    common::assert_projection_matches_canonical(&db.pool).await;
+    let index = PgVectorIndex::new(embedder.clone()).with_min_similarity(-1.0);
+    let ctx = channel_context(&db, &s).await;
+    let hits = semantic_hits(&db, &index, &ctx, "prefers tabs over spaces", 10).await.unwrap();
+    assert!(!hits.is_empty(), "the converted vectors are searched");
+
+    // A second run finds the column converted and changes nothing.
+    sqlx::raw_sql(migration).execute(&db.pool).await.unwrap();
+    let again = stored_embeddings(&db, &embedder).await;
+    assert!(again.iter().zip(&converted).all(|(a, b)| a.stored == b.stored), "the second run rounds nothing again");
 }
 
 /// A provider that ignores the limit: three times as many hits as asked, each twice.
