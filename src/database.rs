@@ -62,7 +62,29 @@ pub async fn connect(url: &str) -> Result<PgPool, sqlx::Error> {
 
 /// Applies every pending migration. Idempotent.
 pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
-    MIGRATOR.run(pool).await
+    MIGRATOR.run(pool).await?;
+    revoke_temporary_objects(pool).await.map_err(sqlx::migrate::MigrateError::Execute)
+}
+
+/// Takes TEMPORARY on the database from PUBLIC: no product role uses a temporary table, and a
+/// temporary object is the one kind a caller can make a `SECURITY DEFINER` function resolve
+/// (migration `20261219100000`). Run on every migrate, not once in a migration, because a
+/// database's privileges are not copied by `CREATE DATABASE ... TEMPLATE` (how tests and some
+/// deployments make databases). A role that does not own the database cannot revoke it: the
+/// server's notice says so and nothing fails (the definers are safe without it).
+async fn revoke_temporary_objects(pool: &PgPool) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "DO $$
+         BEGIN
+             EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC', current_database());
+         EXCEPTION WHEN insufficient_privilege THEN
+             RAISE NOTICE 'cannot revoke TEMPORARY on database % from PUBLIC; ask its owner to', current_database();
+         END
+         $$",
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
 }
 
 /// Why a database could not be opened.

@@ -22,6 +22,8 @@
 //! | `MM010` | `AlreadyRevoked`               | the sharing grant or access token was revoked already          | `mesh_operator_revoke_grant`, `mesh_operator_revoke_access_token` |
 //! | `MM011` | `ErasureScopeChanged`          | what an erasure reaches changed since the operator previewed it | `mesh_operator_erase` |
 //! | `MM012` | `NothingToErase`               | the erasure's target does not exist or holds nothing not erased already | `mesh_operator_erase` |
+//! | `MM013` | `ReasonQuotesErasedText`       | an erasure's reason quotes the text it erases                  | `mesh_operator_erase` |
+//! | `MM014` | `LoginNoLongerValid`           | the operator's login expired or lost LOGIN since it signed in  | `mesh_require_operator_login` |
 //!
 //! Adding a code: a new variant here (with its row above and in [`ProjectSqlState::ALL`]), raised
 //! by a new migration; never reuse a code for a second meaning.
@@ -55,11 +57,15 @@ pub enum ProjectSqlState {
     ErasureScopeChanged,
     /// `MM012`: the erasure's target does not exist or holds nothing not erased already.
     NothingToErase,
+    /// `MM013`: an erasure's reason quotes the text it erases (the reason stays in the audit).
+    ReasonQuotesErasedText,
+    /// `MM014`: the operator's login role expired or lost LOGIN since its session signed in.
+    LoginNoLongerValid,
 }
 
 impl ProjectSqlState {
     /// Every code, in code order.
-    pub const ALL: [ProjectSqlState; 12] = [
+    pub const ALL: [ProjectSqlState; 14] = [
         Self::UnknownSharingRequest,
         Self::AlreadyDecided,
         Self::RequestExpired,
@@ -72,6 +78,8 @@ impl ProjectSqlState {
         Self::AlreadyRevoked,
         Self::ErasureScopeChanged,
         Self::NothingToErase,
+        Self::ReasonQuotesErasedText,
+        Self::LoginNoLongerValid,
     ];
 
     /// The five-character SQLSTATE.
@@ -89,6 +97,8 @@ impl ProjectSqlState {
             Self::AlreadyRevoked => "MM010",
             Self::ErasureScopeChanged => "MM011",
             Self::NothingToErase => "MM012",
+            Self::ReasonQuotesErasedText => "MM013",
+            Self::LoginNoLongerValid => "MM014",
         }
     }
 
@@ -110,7 +120,8 @@ impl ProjectSqlState {
             Self::UnknownGrant => &["mesh_operator_revoke_grant"],
             Self::UnknownAccessToken => &["mesh_operator_revoke_access_token"],
             Self::AlreadyRevoked => &["mesh_operator_revoke_access_token", "mesh_operator_revoke_grant"],
-            Self::ErasureScopeChanged | Self::NothingToErase => &["mesh_operator_erase"],
+            Self::ErasureScopeChanged | Self::NothingToErase | Self::ReasonQuotesErasedText => &["mesh_operator_erase"],
+            Self::LoginNoLongerValid => &["mesh_require_operator_login"],
         }
     }
 

@@ -35,6 +35,14 @@ pub use verify::{erased_revisions, verify, ErasureVerification, TextFound};
 /// The text an erased body, message or quotation reads (the SQL `memory_erasure_marker()`).
 pub const ERASURE_MARKER: &str = "[erased]";
 
+/// The advisory-lock key that orders erasures against reply deliveries, so a reply is either
+/// withheld or reachable by the erasure (never stored after the erasure that should have removed
+/// it). An erasure takes `pg_advisory_xact_lock(ERASURE_LOCK_KEY)` (exclusive) before it reads
+/// its scope; a delivery takes `pg_advisory_xact_lock_shared(ERASURE_LOCK_KEY)` at the start of
+/// the one transaction in which it rechecks the used revisions, records the reply and persists
+/// the turn ([`crate::turn::TurnEngine::deliver`]). Deliveries do not wait for one another.
+pub const ERASURE_LOCK_KEY: i64 = 2060261208;
+
 /// What an erasure reaches.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -82,6 +90,8 @@ pub struct ErasureCounts {
     pub revisions: u32,
     /// Messages the person sent.
     pub messages: u32,
+    /// Messages the erased revisions were learned from (erased whole: they hold the very text).
+    pub source_messages: u32,
     /// Delivered replies built from erased memory or answering an erased message (erased whole).
     pub replies: u32,
     /// Turn records whose tool calls, results and claims are redacted.
@@ -102,6 +112,7 @@ impl ErasureCounts {
         Self {
             revisions: n("revision"),
             messages: n("message"),
+            source_messages: n("source"),
             replies: n("reply"),
             turns: n("turn"),
             entries: n("entry"),
@@ -115,10 +126,11 @@ impl fmt::Display for ErasureCounts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} revisions, {} messages sent, {} replies, {} turn records, {} entries retired, {} sharing requests, \
-             {} embeddings",
+            "{} revisions, {} messages sent, {} messages learned from, {} replies, {} turn records, {} entries \
+             retired, {} sharing requests, {} embeddings",
             self.revisions,
             self.messages,
+            self.source_messages,
             self.replies,
             self.turns,
             self.entries,
@@ -140,6 +152,19 @@ pub struct RevisionToErase {
     pub excerpt: String,
 }
 
+/// A message an erasure would erase whole, as the preview lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct MessageToErase {
+    /// The message.
+    pub message_id: MessageId,
+    /// Why it goes: `message` (the person sent it), `source` (a revision was learned from it) or
+    /// `reply` (a reply built from erased memory or answering an erased message).
+    pub kind: String,
+    /// The first 120 characters of the body.
+    pub excerpt: String,
+}
+
 /// What an erasure would do: the operator confirms this, and [`execute`] refuses if the scope
 /// changed since.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,9 +176,14 @@ pub struct ErasurePreview {
     pub counts: ErasureCounts,
     /// The revisions whose body goes.
     pub revisions: Vec<RevisionToErase>,
+    /// The messages erased whole (sent by the person, learned from, replies).
+    pub messages: Vec<MessageToErase>,
     /// Every object reached (revisions, messages, replies, turns, entries, requests): what the
     /// confirmation passes back.
     pub object_ids: Vec<Uuid>,
+    /// A short digest of exactly this scope and these objects ([`confirmation_digest`]): the CLI
+    /// erases only with `--confirm` of the digest its dry run printed.
+    pub confirmation: String,
 }
 
 impl fmt::Display for ErasurePreview {
@@ -163,8 +193,32 @@ impl fmt::Display for ErasurePreview {
         for r in &self.revisions {
             writeln!(f, "  - {} revision {}: {}", r.entry, r.revision_id.0, r.excerpt)?;
         }
-        Ok(())
+        for m in &self.messages {
+            writeln!(f, "  - {} message {}: {}", m.kind, m.message_id.0, m.excerpt)?;
+        }
+        writeln!(f, "confirmation: {}", self.confirmation)
     }
+}
+
+/// The confirmation digest of a scope and the objects it reaches: the first 16 hex digits of
+/// SHA-256 over the scope's kind, target and agent and the sorted object ids. Whoever confirms a
+/// digest confirms exactly what the preview showed; a new message, an amend or another erasure
+/// changes it.
+pub fn confirmation_digest(scope: &ErasureScope, object_ids: &[Uuid]) -> String {
+    use sha2::{Digest, Sha256};
+    let (kind, target, agent) = scope.sql_parts();
+    let mut ids = object_ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut hash = Sha256::new();
+    hash.update(format!(
+        "mesh-memory erasure v1\n{kind}\n{target}\n{}\n",
+        agent.map(|a| a.to_string()).unwrap_or_default()
+    ));
+    for id in ids {
+        hash.update(id.as_bytes());
+    }
+    hex::encode(&hash.finalize()[..8])
 }
 
 /// What an erasure did.
@@ -179,14 +233,25 @@ pub struct ErasureReport {
     pub counts: ErasureCounts,
     /// Whether fingerprints were recorded (the master key was set), so `verify` can scan text.
     pub fingerprinted: bool,
-    /// Tables vacuumed after the erasure committed.
+    /// Tables vacuumed (and analysed) after the erasure committed.
     pub vacuumed: Vec<String>,
+    /// Milliseconds the erasure's transaction held its locks (the erasure lock, which deliveries
+    /// wait for, and the reached entries' rows): from taking them to the commit.
+    pub locked_ms: u64,
+    /// Milliseconds the vacuum and analyse took (after the commit, holding no erasure lock).
+    pub vacuum_ms: u64,
 }
 
 impl fmt::Display for ErasureReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "erasure {} by {}: {}", self.erasure_id, self.erased_by, self.counts)?;
-        writeln!(f, "vacuumed: {}", self.vacuumed.join(", "))?;
+        writeln!(
+            f,
+            "locks held {} ms; vacuumed and analysed in {} ms: {}",
+            self.locked_ms,
+            self.vacuum_ms,
+            self.vacuumed.join(", ")
+        )?;
         if !self.fingerprinted {
             writeln!(
                 f,
@@ -216,6 +281,12 @@ pub enum ErasureError {
     /// The role may not erase (it is not a member of `mesh_eraser`).
     #[error("this role may not erase; ask an administrator to GRANT mesh_eraser TO it")]
     NotAnEraser,
+    /// The reason quotes text the erasure removes; the reason stays in the audit for good.
+    #[error("the reason quotes text this erasure removes; give a reference instead (a ticket number)")]
+    ReasonQuotesErasedText,
+    /// The signed-in login expired or lost LOGIN since it signed in (the database's words).
+    #[error("{0}")]
+    LoginNoLongerValid(String),
     /// The configured external vector index could not be checked.
     #[error("cannot check the vector index: {0}")]
     VectorIndex(String),
@@ -232,6 +303,10 @@ impl ErasureError {
         match ProjectSqlState::of(&err) {
             Some(ProjectSqlState::ReasonRequired) => Self::ReasonRequired,
             Some(ProjectSqlState::ErasureScopeChanged) => Self::ScopeChanged,
+            Some(ProjectSqlState::ReasonQuotesErasedText) => Self::ReasonQuotesErasedText,
+            Some(ProjectSqlState::LoginNoLongerValid) => {
+                Self::LoginNoLongerValid(err.as_database_error().map(|e| e.message().to_owned()).unwrap_or_default())
+            }
             Some(ProjectSqlState::NothingToErase) => {
                 Self::NothingToErase(err.as_database_error().map(|e| e.message().to_owned()).unwrap_or_default())
             }
@@ -292,10 +367,21 @@ pub async fn preview(pool: &PgPool, scope: &ErasureScope) -> Result<ErasurePrevi
             excerpt,
         })
         .collect();
+    let messages = rows
+        .iter()
+        .filter(|r| matches!(r.kind.as_str(), "message" | "source" | "reply"))
+        .map(|r| MessageToErase {
+            message_id: MessageId(r.id),
+            kind: r.kind.clone(),
+            excerpt: r.body.as_deref().unwrap_or_default().chars().take(120).collect(),
+        })
+        .collect();
     Ok(ErasurePreview {
         scope: scope.clone(),
         counts: ErasureCounts::from_kinds(&kinds),
         revisions,
+        messages,
+        confirmation: confirmation_digest(scope, &sorted_ids(&rows)),
         object_ids: sorted_ids(&rows),
     })
 }
@@ -345,24 +431,26 @@ pub(crate) async fn execute(
         .bind(format!("{}ms", options.lock_timeout.as_millis().max(1)))
         .execute(&mut *tx)
         .await?;
-    let rows = scope_rows(&mut *tx, scope).await?;
+    // The erasure lock before the scope is read: no delivery is then between its recheck and its
+    // record (`mesh_operator_erase` takes it again; it is re-entrant in one transaction).
+    sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(ERASURE_LOCK_KEY).execute(&mut *tx).await?;
+    let locked_at = std::time::Instant::now();
+    let rows = scope_rows(&mut *tx, scope).await.map_err(ErasureError::from_sql)?;
     let mut wanted: Vec<Uuid> = previewed.to_vec();
     wanted.sort_unstable();
     wanted.dedup();
     if sorted_ids(&rows) != wanted {
         return Err(ErasureError::ScopeChanged);
     }
-    let fingerprints: Vec<Vec<u8>> = match &options.fingerprint_key {
-        Some(key) => rows
-            .iter()
-            .filter_map(|r| r.body.as_deref())
-            .flat_map(|body| key.of_text(body))
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .map(|f| f.to_vec())
-            .collect(),
-        None => Vec::new(),
-    };
+    if reason_quotes_erased_text(reason, rows.iter().filter_map(|r| r.body.as_deref())) {
+        return Err(ErasureError::ReasonQuotesErasedText);
+    }
+    let fingerprints = verify::erasure_fingerprints(
+        &mut tx,
+        options.fingerprint_key.as_ref(),
+        rows.iter().filter_map(|r| r.body.as_deref()),
+    )
+    .await?;
     let (kind, target, agent) = scope.sql_parts();
     let counts: sqlx::types::Json<BTreeMap<String, u32>> =
         sqlx::query_scalar("SELECT mesh_operator_erase($1, $2, $3, $4, $5, $6, $7)")
@@ -378,6 +466,8 @@ pub(crate) async fn execute(
             .map_err(ErasureError::from_sql)?;
     let erased_by: String = sqlx::query_scalar("SELECT session_user::text").fetch_one(&mut *tx).await?;
     tx.commit().await?;
+    let locked_ms = locked_at.elapsed().as_millis() as u64;
+    let vacuum_started = std::time::Instant::now();
     let vacuumed = vacuum(pool).await;
     Ok(ErasureReport {
         erasure_id,
@@ -385,7 +475,20 @@ pub(crate) async fn execute(
         counts: ErasureCounts::from_kinds(&counts.0),
         fingerprinted: !fingerprints.is_empty(),
         vacuumed,
+        locked_ms,
+        vacuum_ms: vacuum_started.elapsed().as_millis() as u64,
     })
+}
+
+/// Whether `reason` shares a window of words with one of the erased `bodies` (whatever its case
+/// and punctuation): the reason stays readable in the audit, so it must not carry the text away.
+/// Compared under a key made for this call only. The database refuses a reason holding a whole
+/// erased text too (MM013); this also catches a quoted part of a longer one.
+fn reason_quotes_erased_text<'a>(reason: &str, bodies: impl Iterator<Item = &'a str>) -> bool {
+    let key = FingerprintKey::from_master_key(Uuid::new_v4().as_bytes().repeat(2).as_slice())
+        .expect("32 random bytes are a strong enough key");
+    let quoted = key.of_text(reason);
+    !quoted.is_empty() && bodies.into_iter().any(|body| !key.of_text(body).is_disjoint(&quoted))
 }
 
 /// VACUUM of the tables the role may maintain (outside any transaction, as VACUUM must run):
@@ -404,7 +507,9 @@ async fn vacuum(pool: &PgPool) -> Vec<String> {
     let mut done = Vec::new();
     for table in maintainable {
         // The name comes from the catalogue, quoted; never input.
-        let statement = format!("VACUUM \"{}\"", table.replace('"', "\"\""));
+        // ANALYZE too: the planner's statistics sample stored values (`pg_stats` shows them to
+        // every reader of the table), so they must not keep the erased text either.
+        let statement = format!("VACUUM (ANALYZE) \"{}\"", table.replace('"', "\"\""));
         if sqlx::raw_sql(sqlx::AssertSqlSafe(statement)).execute(pool).await.is_ok() {
             done.push(table);
         }
