@@ -10,6 +10,14 @@
 //! confirm a guessed phrase. Any stored string sharing a window with an erased text (whatever its
 //! punctuation, case or JSON escaping) matches, and a short erased text matches only a string
 //! that is exactly its words.
+//!
+//! JSON escaping would otherwise hide a copy: in `{"body": "key\nunder"}` held as text (an MCP
+//! call's recorded message, a tool call's `arguments` string inside a JSON document) the `n` of
+//! `\n` glues to the next word. So a text is read several ways ([`readings`]): as it is, and
+//! with its JSON escape sequences decoded, once per level of nesting; a JSON document is also
+//! read string by string, each string again in every reading. A `tsvector` keeps lexemes, not
+//! words: [`FingerprintKey::of_lexemes`] fingerprints windows of lexemes in position order, under
+//! a separate domain so a lexeme window never equals a word window.
 
 use std::collections::BTreeSet;
 
@@ -43,42 +51,170 @@ impl FingerprintKey {
         derive_subkey(master, FINGERPRINT_INFO).map(Self)
     }
 
-    fn mac(&self, words: &[String]) -> Fingerprint {
+    /// HMAC of `parts` joined by spaces, after `domain` (empty for words, so the fingerprints
+    /// recorded before lexemes were added stay valid).
+    fn mac(&self, domain: &[u8], parts: &[String]) -> Fingerprint {
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC accepts any key length");
-        mac.update(words.join(" ").as_bytes());
+        mac.update(domain);
+        mac.update(parts.join(" ").as_bytes());
         let full = mac.finalize().into_bytes();
         let mut out = [0u8; 16];
         out.copy_from_slice(&full[..16]);
         out
     }
 
-    /// The fingerprints of one text (none for a text without words).
-    pub fn of_text(&self, text: &str) -> BTreeSet<Fingerprint> {
-        let words = words(text);
-        if words.len() < MIN_WORDS {
+    /// One fingerprint per window of [`WINDOW_WORDS`] parts, one of all parts when there are
+    /// fewer, none below [`MIN_WORDS`].
+    fn of_parts(&self, domain: &[u8], parts: &[String]) -> BTreeSet<Fingerprint> {
+        if parts.len() < MIN_WORDS {
             return BTreeSet::new();
         }
-        if words.len() < WINDOW_WORDS {
-            return BTreeSet::from([self.mac(&words)]);
+        if parts.len() < WINDOW_WORDS {
+            return BTreeSet::from([self.mac(domain, parts)]);
         }
-        words.windows(WINDOW_WORDS).map(|window| self.mac(window)).collect()
+        parts.windows(WINDOW_WORDS).map(|window| self.mac(domain, window)).collect()
     }
 
-    /// The fingerprints of a stored value: a text as it is; a JSON document string by string
-    /// (keys too), so escaping cannot hide a copy.
-    pub fn of_stored(&self, value: &str, is_json: bool) -> BTreeSet<Fingerprint> {
-        if !is_json {
-            return self.of_text(value);
-        }
-        match serde_json::from_str::<serde_json::Value>(value) {
-            Ok(doc) => {
-                let mut strings = Vec::new();
-                json_strings(&doc, &mut strings);
-                strings.iter().flat_map(|s| self.of_text(s)).collect()
+    /// The fingerprints of one text as it is (none for a text without words).
+    pub fn of_text(&self, text: &str) -> BTreeSet<Fingerprint> {
+        self.of_parts(b"", &words(text))
+    }
+
+    /// The fingerprints recorded for an erased text: of every one of its [`readings`], so a copy
+    /// stored decoded (or escaped) is found either way.
+    pub fn of_erased(&self, text: &str) -> BTreeSet<Fingerprint> {
+        readings(text).iter().flat_map(|reading| self.of_text(reading)).collect()
+    }
+
+    /// The fingerprints of a sequence of `tsvector` lexemes in position order.
+    pub fn of_lexemes(&self, lexemes: &[String]) -> BTreeSet<Fingerprint> {
+        self.of_parts(LEXEME_DOMAIN, lexemes)
+    }
+
+    /// The fingerprints of a stored value, text or JSON: of every one of its [`readings`], and,
+    /// when it is a JSON document (or a reading of it is), of each of its strings (keys too) the
+    /// same way, so neither escaping nor JSON held inside a JSON string can hide a copy.
+    pub fn of_stored(&self, value: &str) -> BTreeSet<Fingerprint> {
+        self.of_stored_at(value, 0)
+    }
+
+    fn of_stored_at(&self, value: &str, depth: usize) -> BTreeSet<Fingerprint> {
+        let mut found = BTreeSet::new();
+        for reading in readings(value) {
+            found.extend(self.of_text(&reading));
+            if depth >= MAX_NESTING {
+                continue;
             }
-            Err(_) => self.of_text(value),
+            let Some(doc) = json_document(&reading) else { continue };
+            let mut strings = Vec::new();
+            json_strings(&doc, &mut strings);
+            for string in strings {
+                found.extend(self.of_stored_at(string, depth + 1));
+            }
+        }
+        found
+    }
+}
+
+/// The HMAC domain of lexeme windows. Words are letters and digits only, so no word window's
+/// input starts with these bytes.
+const LEXEME_DOMAIN: &[u8] = b"tsvector\0";
+
+/// How many levels of JSON escaping (or JSON held in a JSON string) are read through.
+const MAX_NESTING: usize = 4;
+
+/// A text as it is, then with its JSON escape sequences decoded, level after level (at most
+/// [`MAX_NESTING`] levels; an undecodable sequence is left as it is): `key\\nunder` reads
+/// `key\\nunder`, `key\nunder` and `key` + newline + `under`.
+pub fn readings(text: &str) -> Vec<String> {
+    let mut out = vec![text.to_owned()];
+    while out.len() <= MAX_NESTING {
+        let last = out.last().expect("never empty");
+        match unescape_json(last) {
+            Some(decoded) if decoded != *last => out.push(decoded),
+            _ => break,
         }
     }
+    out
+}
+
+/// `text` with every JSON escape sequence (`\n`, `\"`, `\\`, `\u00e9`, a surrogate pair...)
+/// decoded; `None` when it has no backslash.
+fn unescape_json(text: &str) -> Option<String> {
+    if !text.contains('\\') {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.peek().copied() {
+            Some(e @ ('"' | '\\' | '/')) => {
+                chars.next();
+                out.push(e);
+            }
+            Some(e @ ('n' | 't' | 'r' | 'b' | 'f')) => {
+                chars.next();
+                out.push(match e {
+                    'n' => '\n',
+                    't' => '\t',
+                    'r' => '\r',
+                    'b' => '\u{8}',
+                    _ => '\u{c}',
+                });
+            }
+            Some('u') => {
+                let mut ahead = chars.clone();
+                ahead.next();
+                match hex4(&mut ahead) {
+                    Some(unit) => {
+                        chars = ahead;
+                        out.push(decode_unit(unit, &mut chars));
+                    }
+                    None => out.push('\\'),
+                }
+            }
+            _ => out.push('\\'),
+        }
+    }
+    Some(out)
+}
+
+/// Four hex digits as a UTF-16 code unit.
+fn hex4(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Option<u16> {
+    let mut unit = 0u16;
+    for _ in 0..4 {
+        unit = unit * 16 + chars.next()?.to_digit(16)? as u16;
+    }
+    Some(unit)
+}
+
+/// A `\uXXXX` code unit as a char, taking the low half of a surrogate pair from `chars` when
+/// it follows; a lone surrogate reads U+FFFD.
+fn decode_unit(unit: u16, chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> char {
+    if (0xD800..0xDC00).contains(&unit) {
+        let mut ahead = chars.clone();
+        if ahead.next() == Some('\\') && ahead.next() == Some('u') {
+            if let Some(low @ 0xDC00..=0xDFFF) = hex4(&mut ahead) {
+                *chars = ahead;
+                let code = 0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(low) - 0xDC00);
+                return char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER);
+            }
+        }
+    }
+    char::from_u32(u32::from(unit)).unwrap_or(char::REPLACEMENT_CHARACTER)
+}
+
+/// `text` parsed as a JSON object, array or string (a bare number or word is not a document).
+fn json_document(text: &str) -> Option<serde_json::Value> {
+    let trimmed = text.trim_start();
+    if !trimmed.starts_with(['{', '[', '"']) {
+        return None;
+    }
+    serde_json::from_str(trimmed).ok()
 }
 
 impl std::fmt::Debug for FingerprintKey {
@@ -124,7 +260,39 @@ mod tests {
     fn json_escaping_does_not_hide_a_copy() {
         let erased = key().of_text("she said \"the vault code is 9931\" twice");
         let doc = serde_json::json!({"arguments": "{\"body\":\"she said \\\"the vault code is 9931\\\" twice\"}"});
-        assert!(!erased.is_disjoint(&key().of_stored(&doc.to_string(), true)));
+        assert!(!erased.is_disjoint(&key().of_stored(&doc.to_string())));
+    }
+
+    #[test]
+    fn an_escaped_line_break_does_not_glue_words_at_any_level_of_nesting() {
+        let erased = key().of_erased("Dana keeps the spare key\nunder the canary zebra\nquartz fennel planter");
+        let body =
+            serde_json::json!({"body": "Dana keeps the spare key\nunder the canary zebra\nquartz fennel planter"});
+        let recorded = format!("[remember via MCP] {body}");
+        assert!(key().of_text(&recorded).is_disjoint(&erased), "raw, `\\n` glues: key nunder");
+        assert!(!erased.is_disjoint(&key().of_stored(&recorded)));
+        let call = serde_json::json!({"arguments": body.to_string()}).to_string();
+        assert!(!erased.is_disjoint(&key().of_stored(&call)));
+        let twice = serde_json::json!({"wrapped": call}).to_string();
+        assert!(!erased.is_disjoint(&key().of_stored(&twice)));
+    }
+
+    #[test]
+    fn readings_decode_unicode_escapes_and_keep_the_raw_text() {
+        assert_eq!(readings("no escapes"), vec!["no escapes"]);
+        let read = readings(r"Zo\u00eb \ud83d\ude00 \u12 \q");
+        assert_eq!(read[0], r"Zo\u00eb \ud83d\ude00 \u12 \q");
+        assert_eq!(read[1], "Zo\u{eb} \u{1f600} \\u12 \\q");
+        assert_eq!(readings(r"a\\\\nb").len(), 4, "raw, then one level decoded at a time");
+        let erased = key().of_text("Zoë keeps the spare key here");
+        assert!(!erased.is_disjoint(&key().of_stored(r#"{"note":"Zo\u00eb keeps the spare key here"}"#)));
+    }
+
+    #[test]
+    fn lexeme_windows_never_equal_word_windows() {
+        let parts: Vec<String> = ["dana", "keep", "spare", "key"].map(String::from).to_vec();
+        assert!(key().of_lexemes(&parts).is_disjoint(&key().of_text("dana keep spare key")));
+        assert_eq!(key().of_lexemes(&parts[..2]).len(), 0);
     }
 
     #[test]
