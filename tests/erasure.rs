@@ -358,13 +358,15 @@ async fn the_cli_previews_erases_as_the_operator_and_verifies() {
     assert!(dry.status.success(), "{}", String::from_utf8_lossy(&dry.stderr));
     assert!(shown.contains("1 revisions, 2 messages sent, 2 replies") && shown.contains("canary-7Q4Z"), "{shown}");
     assert!(!rows_containing(&s.db, CANARY_TOKEN).await.is_empty(), "a dry run changes nothing");
+    let digest =
+        shown.lines().find_map(|l| l.strip_prefix("confirmation: ")).expect("a confirmation digest").to_owned();
 
     let (role, password, _) = login_role_with_password(&s.db, "eraser", "mesh_eraser").await;
     let missing = cli(&s.db, &["erase", "person", "U321", "--operator", &role], &[]);
     assert!(!missing.status.success(), "a reason is required");
     let erased = cli(
         &s.db,
-        &["--json", "erase", "person", "U321", "--reason", "DSR-99", "--operator", &role],
+        &["--json", "erase", "person", "U321", "--reason", "DSR-99", "--operator", &role, "--confirm", &digest],
         &[("MESH_OPERATOR_PASSWORD", &password), ("MESH_AGENT_MASTER_KEY", master)],
     );
     assert!(erased.status.success(), "{}", String::from_utf8_lossy(&erased.stderr));

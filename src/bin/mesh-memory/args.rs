@@ -37,7 +37,7 @@ pub(crate) enum Command {
     /// the erased revisions and messages (and their copies in turn records, replies, rationales
     /// and notes) become `[erased]`; ids, lineage and audits stay. Signs in as --operator (a member
     /// of mesh_eraser) with MESH_OPERATOR_PASSWORD; MESH_AGENT_MASTER_KEY keys the fingerprints
-    /// `erase verify` scans for.
+    /// `erase verify` scans for. Run with --dry-run first, then again with --confirm DIGEST.
     Erase {
         #[command(subcommand)]
         action: EraseAction,
@@ -388,9 +388,10 @@ pub(crate) enum EraseAction {
         #[command(flatten)]
         confirm: EraseConfirmation,
     },
-    /// Check an erasure: erased bodies are markers, no embedding or search row is left, and (with
-    /// the MESH_AGENT_MASTER_KEY it ran with) no text or JSON column of any table holds its text.
-    /// Exits 1 when anything is found.
+    /// Check an erasure: erased bodies are markers, no embedding or search row is left, the
+    /// planner statistics of the tables it rewrote are newer than it, and (with the
+    /// MESH_AGENT_MASTER_KEY it ran with) no text, JSON, array or tsvector column of any table
+    /// nor any planner statistic holds its text. Exits 1 when anything is found.
     Verify {
         /// Erasure id (printed by `erase entry|person`).
         erasure: String,
@@ -403,9 +404,14 @@ pub(crate) struct EraseConfirmation {
     /// Why (a ticket reference, say); required, 1 to 2000 characters.
     #[arg(long, required_unless_present = "dry_run")]
     pub(crate) reason: Option<String>,
-    /// Show what would be erased (counts per kind and the revisions) and change nothing.
+    /// Show what would be erased (counts per kind, the revisions and messages) and the
+    /// confirmation digest of exactly that, and change nothing.
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// The confirmation digest the dry run printed: the erasure goes ahead only if what it
+    /// reaches now is exactly what that dry run showed (else refused, MM011: dry-run again).
+    #[arg(long, value_name = "DIGEST", conflicts_with = "dry_run")]
+    pub(crate) confirm: Option<String>,
     /// Your operator login role (a member of mesh_eraser).
     #[arg(long, env = "MESH_OPERATOR_ROLE", required_unless_present = "dry_run")]
     pub(crate) operator: Option<String>,

@@ -646,16 +646,38 @@ async fn erase(store: &Store, action: EraseAction, json: bool) -> Result<()> {
             (ErasureScope::Person { actor, agent }, confirm)
         }
     };
-    let EraseConfirmation { reason, dry_run, operator: role } = confirm;
+    let EraseConfirmation { reason, dry_run, confirm: digest, operator: role } = confirm;
     if dry_run {
-        return print::view(json, &operator::erasure_preview(store, &scope).await?);
+        let preview = operator::erasure_preview(store, &scope).await?;
+        print::view(json, &preview)?;
+        if !json {
+            print::line(format_args!(
+                "to erase exactly this, run the same command with --confirm {} --reason ... --operator ...",
+                preview.confirmation
+            ));
+        }
+        return Ok(());
     }
+    let Some(digest) = digest else {
+        anyhow::bail!(
+            "an erasure needs --confirm DIGEST: run the same command with --dry-run, check what it shows, and pass \
+             the confirmation digest it prints"
+        );
+    };
     let (Some(reason), Some(role)) = (reason, role) else {
         anyhow::bail!("an erasure needs --reason and --operator (or --dry-run)");
     };
     let session = operator_session(store, &role).await?;
     let erased = async {
         let preview = operator::erasure_preview(session.store(), &scope).await?;
+        if preview.confirmation != digest.trim() {
+            // The digest it reaches now is not shown: it is had only from a dry run, with its list.
+            return Err(anyhow::Error::new(mesh_memory::erasure::ErasureError::ScopeChanged).context(format!(
+                "MM011: nothing erased: --confirm {} is not the digest of what erasing {scope} reaches now; run \
+                 --dry-run again and check what it shows",
+                digest.trim()
+            )));
+        }
         if !json {
             print::line(&preview);
         }
