@@ -450,6 +450,11 @@ export type ErasurePreview = {
 	 *  confirmation passes back.
 	 */
 	object_ids: string[],
+	/**
+	 *  A short digest of exactly this scope and these objects ([`confirmation_digest`]): the CLI
+	 *  erases only with `--confirm` of the digest its dry run printed.
+	 */
+	confirmation: string,
 };
 
 /**  What an erasure did. */
@@ -498,10 +503,18 @@ export type ErasureVerification = {
 	embeddings_left: number,
 	/**  Projection (search) rows of erased revisions. */
 	projection_rows_left: number,
-	/**  Text and JSON columns scanned (0 when the scan could not run). */
+	/**
+	 *  Tables an erasure rewrites (those `mesh_eraser` may maintain) whose planner statistics
+	 *  were gathered before this erasure: they may still sample erased text or its lexemes.
+	 *  `ANALYZE` them.
+	 */
+	stale_statistics: string[],
+	/**  Text, JSON, array and `tsvector` columns scanned (0 when the scan could not run). */
 	columns_scanned: number,
-	/**  Values scanned. */
+	/**  Values scanned (array elements and sampled statistics values included). */
 	values_scanned: number,
+	/**  Planner statistics arrays scanned (`pg_stats` and extended statistics). */
+	statistics_scanned: number,
 	/**  Where a fingerprint of the erased text was found. */
 	text_found: TextFound[],
 	/**  Why the text scan did not run (no fingerprints recorded, or no key given). */
@@ -1103,13 +1116,16 @@ export type SubjectMatch =
 /**  The memory is about a person the query names (display name or connector id). */
 "named_in_query";
 
-/**  One text or JSON column in which a fingerprint of the erased text was found. */
+/**
+ *  One place (a column, or a column's planner statistics) in which a fingerprint of the erased
+ *  text was found.
+ */
 export type TextFound = {
 	/**  Table. */
 	table: string,
-	/**  Column. */
+	/**  Column; for planner statistics `<column> (pg_stats.<field>)`. */
 	column: string,
-	/**  Rows holding a fingerprint. */
+	/**  Rows holding a fingerprint (for statistics: sampled values holding one). */
 	rows: number,
 };
 

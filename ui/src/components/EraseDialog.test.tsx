@@ -43,6 +43,7 @@ const preview: ErasurePreview = {
     { entry: "000000000001", revision_id: "rev-2", excerpt: "Leads the platform team." },
   ],
   object_ids: ["o-1", "o-2", "o-3"],
+  confirmation: "0123456789abcdef",
 };
 
 const note: ErasureNote = {

@@ -192,6 +192,9 @@ export function ErasureResult({ report }: { report: ErasureReport }) {
           {clean ? "Verified clean" : "NOT clean"}: {v.bodies_not_erased} bodies not erased, {v.embeddings_left} embeddings
           left, {v.projection_rows_left} search rows left
           {v.external_index ? `, ${v.external_points_left} ${v.external_index} points left` : ""}
+          {v.stale_statistics.length > 0
+            ? `, statistics older than the erasure in ${v.stale_statistics.join(", ")} (ANALYZE them)`
+            : ""}
           {v.text_scan_unavailable ? ` (text scan not run: ${v.text_scan_unavailable})` : `, ${v.text_found.length} text found`}.
         </span>
       )}
