@@ -63,7 +63,8 @@ $$;
 -- The projection, its audience summary and classes, and the lexical statistics (the write
 -- triggers, the fold, the merge of pending lists, the truncate trigger).
 GRANT INSERT, UPDATE, DELETE ON searchable_revisions, revision_audience_summary, lexical_term_statistics TO mesh_definer;
-GRANT INSERT, UPDATE ON lexical_corpus_statistics, audience_classes TO mesh_definer;
+GRANT INSERT, UPDATE ON lexical_corpus_statistics TO mesh_definer;
+GRANT INSERT ON audience_classes TO mesh_definer;
 GRANT INSERT, DELETE ON lexical_statistics_pending TO mesh_definer;
 GRANT TRUNCATE ON lexical_corpus_statistics, lexical_term_statistics, lexical_statistics_pending TO mesh_definer;
 GRANT USAGE ON SEQUENCE audience_classes_id_seq TO mesh_definer;
@@ -82,14 +83,25 @@ GRANT DELETE ON revision_embeddings TO mesh_definer;
 GRANT EXECUTE ON FUNCTION memory_refresh_searchable(uuid[]), memory_refresh_audience_summary(uuid[]),
     mesh_sharing_request_decidable(uuid) TO mesh_definer;
 GRANT EXECUTE ON FUNCTION mesh_grant_from_request(sharing_requests, grant_authority, uuid, uuid, text, text) TO mesh_definer;
--- gin_clean_pending_list (memory_merge_text_pending_lists) needs MAINTAIN on the indexed tables
--- (PostgreSQL 17 and later; before, only the owner could, and that function keeps its owner).
-DO $$
-BEGIN
-    IF current_setting('server_version_num')::int >= 170000 THEN
-        EXECUTE 'GRANT MAINTAIN ON searchable_revisions, memory_entry_revisions TO mesh_definer';
-    END IF;
-END;
+
+-- Merging the full-text pending lists (`gin_clean_pending_list`) needs the index's owner, which is
+-- the table's owner: no least-privilege role can do it. So the merge is no longer a definer: it
+-- runs as its caller and merges only when the caller owns the tables (the schema owner, as the
+-- embedded cluster's runtime connects); for any other caller it merges nothing and returns 0, and
+-- the lists are merged by the insert that finds one full, or by autovacuum, as PostgreSQL does
+-- without help. Nothing else ever needed the owner's rights.
+CREATE OR REPLACE FUNCTION memory_merge_text_pending_lists(p_revision_text boolean) RETURNS bigint
+    LANGUAGE sql VOLATILE SECURITY INVOKER
+    SET search_path = pg_catalog, public, pg_temp
+    AS $$
+    SELECT CASE WHEN NOT pg_has_role((SELECT c.relowner FROM pg_class c
+                                       WHERE c.oid = 'public.searchable_revisions'::regclass), 'USAGE') THEN 0
+                ELSE gin_clean_pending_list('public.searchable_revisions_text_audience'::regclass)
+                   + gin_clean_pending_list('public.searchable_revisions_unknown_text'::regclass)
+                   + CASE WHEN p_revision_text
+                          THEN gin_clean_pending_list('public.memory_entry_revisions_tsv'::regclass)
+                          ELSE 0 END
+           END
 $$;
 
 -- The one check of an operator's login, made by every operator action in its own transaction:
@@ -615,14 +627,13 @@ BEGIN
               WHERE p.prosecdef AND p.pronamespace = current_schema()::regnamespace
               ORDER BY p.oid
     LOOP
-        IF f::text LIKE 'memory_merge_text_pending_lists(%' AND current_setting('server_version_num')::int < 170000 THEN
-            CONTINUE; -- gin_clean_pending_list needs ownership before PostgreSQL 17
-        END IF;
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp', f, current_schema());
         EXECUTE format('ALTER FUNCTION %s OWNER TO mesh_definer', f);
     END LOOP;
     IF NOT superuser THEN
         EXECUTE format('REVOKE CREATE ON SCHEMA %I FROM mesh_definer', current_schema());
+        -- A later migration that replaces a definer grants itself the membership again, briefly.
+        EXECUTE format('REVOKE mesh_definer FROM %I', current_user);
     END IF;
 END;
 $$;

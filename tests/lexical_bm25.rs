@@ -265,9 +265,15 @@ async fn the_store_merges_full_text_pending_lists_off_the_writers_path() {
     assert_eq!(pending, 0, "the write that completed the round got the pending list merged");
     assert_eq!(top_entries(&world, &retriever, channel, "walnut orchard").await.first(), Some(&walnut));
 
+    // Only the tables' owner can merge (`gin_clean_pending_list` wants the index's owner, and no
+    // least-privilege definer may own it): a runtime login merges nothing and the list waits for
+    // the owner, a writer that finds it full, or autovacuum (migration 20261219100000).
     let (_role, runtime) = common::login_role(&db, "mm_merge_runtime", "mesh_runtime").await;
     world.remember(channel, &ann, Some(ann.actor), "Rows on the harbor at dawn.").await;
-    let merged = mesh_memory::store::merge_text_pending_lists(&runtime, true).await.expect("the runtime may merge");
+    let merged = mesh_memory::store::merge_text_pending_lists(&runtime, true).await.expect("the runtime may call it");
+    assert_eq!(merged, 0, "a role that does not own the tables merges nothing");
+    assert!(text_pending_pages(&db.pool).await > 0, "the last write's entries stay pending");
+    let merged = mesh_memory::store::merge_text_pending_lists(&db.pool, true).await.expect("the owner merges");
     assert!(merged > 0, "the last write's entries were pending and are merged now");
     assert_eq!(text_pending_pages(&db.pool).await, 0);
     let (_other, stranger) = common::login_role(&db, "mm_merge_stranger", "pg_read_all_data").await;

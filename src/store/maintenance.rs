@@ -96,7 +96,10 @@ impl WriteMaintenance {
 /// when `revision_text`) into the indexes now (`memory_merge_text_pending_lists`, migration
 /// `20261210100000`), in a statement of its own, and returns the pending pages merged. Searches
 /// give the same results before and after: only where the index keeps its entries changes.
-/// Exposed for operators and benchmarks that want the lists empty.
+/// Exposed for operators and benchmarks that want the lists empty. Only the tables' owner can
+/// merge (PostgreSQL wants the index's owner, which no least-privilege role may be): for any other
+/// role it merges nothing and returns 0, and the lists are merged by the insert that finds one full
+/// or by autovacuum (migration `20261219100000`).
 pub async fn merge_text_pending_lists(pool: &PgPool, revision_text: bool) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar("SELECT memory_merge_text_pending_lists($1)").bind(revision_text).fetch_one(pool).await?)
 }
