@@ -66,17 +66,24 @@ pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
     revoke_temporary_objects(pool).await.map_err(sqlx::migrate::MigrateError::Execute)
 }
 
-/// Takes TEMPORARY on the database from PUBLIC: no product role uses a temporary table, and a
-/// temporary object is the one kind a caller can make a `SECURITY DEFINER` function resolve
-/// (migration `20261219100000`). Run on every migrate, not once in a migration, because a
+/// Takes TEMPORARY on the database from PUBLIC and the product's roles: none of them uses a
+/// temporary table, and a temporary object is the one kind a caller can make a `SECURITY
+/// DEFINER` function resolve (migration `20261219100000`). Run on every migrate, not once in a migration, because a
 /// database's privileges are not copied by `CREATE DATABASE ... TEMPLATE` (how tests and some
 /// deployments make databases). A role that does not own the database cannot revoke it: the
 /// server's notice says so and nothing fails (the definers are safe without it).
 async fn revoke_temporary_objects(pool: &PgPool) -> Result<(), sqlx::Error> {
     sqlx::query(
         "DO $$
+         DECLARE
+             product_roles text := (SELECT string_agg(quote_ident(rolname), ', ') FROM pg_roles
+                                     WHERE rolname IN ('mesh_runtime', 'mesh_operator', 'mesh_console_reader',
+                                                       'mesh_eraser', 'mesh_definer'));
          BEGIN
              EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC', current_database());
+             IF product_roles IS NOT NULL THEN
+                 EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM %s', current_database(), product_roles);
+             END IF;
          EXCEPTION WHEN insufficient_privilege THEN
              RAISE NOTICE 'cannot revoke TEMPORARY on database % from PUBLIC; ask its owner to', current_database();
          END
