@@ -119,6 +119,7 @@ impl From<mesh_memory::operator::OperatorError> for ConsoleError {
         use mesh_memory::operator::OperatorError as E;
         match err {
             E::Forbidden(why) => Self::new(ErrorKind::Forbidden, why),
+            E::Input(refused) => Self::new(ErrorKind::Invalid, refused.to_string()),
             E::Store(e) => e.into(),
             E::Sharing(e) => e.into(),
             E::Repair(e) => e.into(),
@@ -132,10 +133,10 @@ impl From<mesh_memory::erasure::ErasureError> for ConsoleError {
     fn from(err: mesh_memory::erasure::ErasureError) -> Self {
         use mesh_memory::erasure::ErasureError as E;
         let kind = match &err {
-            E::ReasonRequired | E::WeakKey(_) => ErrorKind::Invalid,
+            E::ReasonRequired | E::ReasonQuotesErasedText | E::WeakKey(_) => ErrorKind::Invalid,
             E::ScopeChanged | E::NothingToErase(_) => ErrorKind::Conflict,
             E::UnknownErasure(_) => ErrorKind::NotFound,
-            E::NotAnEraser => ErrorKind::Forbidden,
+            E::NotAnEraser | E::LoginNoLongerValid(_) => ErrorKind::Forbidden,
             E::VectorIndex(_) => ErrorKind::Database,
             E::Database(db) => return database_error(db),
         };

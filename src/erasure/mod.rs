@@ -237,9 +237,9 @@ pub struct ErasureReport {
     pub vacuumed: Vec<String>,
     /// Milliseconds the erasure's transaction held its locks (the erasure lock, which deliveries
     /// wait for, and the reached entries' rows): from taking them to the commit.
-    pub locked_ms: u64,
+    pub locked_ms: u32,
     /// Milliseconds the vacuum and analyse took (after the commit, holding no erasure lock).
-    pub vacuum_ms: u64,
+    pub vacuum_ms: u32,
 }
 
 impl fmt::Display for ErasureReport {
@@ -466,7 +466,7 @@ pub(crate) async fn execute(
             .map_err(ErasureError::from_sql)?;
     let erased_by: String = sqlx::query_scalar("SELECT session_user::text").fetch_one(&mut *tx).await?;
     tx.commit().await?;
-    let locked_ms = locked_at.elapsed().as_millis() as u64;
+    let locked_ms = locked_at.elapsed().as_millis().min(u32::MAX as u128) as u32;
     let vacuum_started = std::time::Instant::now();
     let vacuumed = vacuum(pool).await;
     Ok(ErasureReport {
@@ -476,7 +476,7 @@ pub(crate) async fn execute(
         fingerprinted: !fingerprints.is_empty(),
         vacuumed,
         locked_ms,
-        vacuum_ms: vacuum_started.elapsed().as_millis() as u64,
+        vacuum_ms: vacuum_started.elapsed().as_millis().min(u32::MAX as u128) as u32,
     })
 }
 

@@ -118,6 +118,8 @@ export type AccessTokenView = {
 	last_used_at: string | null,
 	/**  Revoked, if so. */
 	revoked_at: string | null,
+	/**  When it stops authenticating, if it was issued with an expiry. */
+	expires_at: string | null,
 };
 
 /**  An actor for pickers, with the label prompts render for it. */
@@ -407,6 +409,8 @@ export type ErasureCounts = {
 	revisions: number,
 	/**  Messages the person sent. */
 	messages: number,
+	/**  Messages the erased revisions were learned from (erased whole: they hold the very text). */
+	source_messages: number,
 	/**  Delivered replies built from erased memory or answering an erased message (erased whole). */
 	replies: number,
 	/**  Turn records whose tool calls, results and claims are redacted. */
@@ -445,6 +449,8 @@ export type ErasurePreview = {
 	counts: ErasureCounts,
 	/**  The revisions whose body goes. */
 	revisions: RevisionToErase[],
+	/**  The messages erased whole (sent by the person, learned from, replies). */
+	messages: MessageToErase[],
 	/**
 	 *  Every object reached (revisions, messages, replies, turns, entries, requests): what the
 	 *  confirmation passes back.
@@ -467,8 +473,15 @@ export type ErasureReport = {
 	counts: ErasureCounts,
 	/**  Whether fingerprints were recorded (the master key was set), so `verify` can scan text. */
 	fingerprinted: boolean,
-	/**  Tables vacuumed after the erasure committed. */
+	/**  Tables vacuumed (and analysed) after the erasure committed. */
 	vacuumed: string[],
+	/**
+	 *  Milliseconds the erasure's transaction held its locks (the erasure lock, which deliveries
+	 *  wait for, and the reached entries' rows): from taking them to the commit.
+	 */
+	locked_ms: number,
+	/**  Milliseconds the vacuum and analyse took (after the commit, holding no erasure lock). */
+	vacuum_ms: number,
 };
 
 /**  What an erasure reaches. */
@@ -733,6 +746,19 @@ export type LineageRevision = {
 
 /**  A transcript message, kept as evidence of who said what to whom. */
 export type MessageId = string;
+
+/**  A message an erasure would erase whole, as the preview lists it. */
+export type MessageToErase = {
+	/**  The message. */
+	message_id: MessageId,
+	/**
+	 *  Why it goes: `message` (the person sent it), `source` (a revision was learned from it) or
+	 *  `reply` (a reply built from erased memory or answering an erased message).
+	 */
+	kind: string,
+	/**  The first 120 characters of the body. */
+	excerpt: string,
+};
 
 /**  What a signed-in role may do in the console, and why not, in words the UI shows. */
 export type OperatorRights = {

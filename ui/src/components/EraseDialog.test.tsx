@@ -37,10 +37,23 @@ const operator: OperatorRights = {
 
 const preview: ErasurePreview = {
   scope: { kind: "person", actor: "a1", agent: "agent" },
-  counts: { revisions: 2, messages: 3, replies: 1, turns: 4, entries: 1, sharing_requests: 1, embeddings: 2 },
+  counts: {
+    revisions: 2,
+    messages: 3,
+    source_messages: 1,
+    replies: 1,
+    turns: 4,
+    entries: 1,
+    sharing_requests: 1,
+    embeddings: 2,
+  },
   revisions: [
     { entry: "000000000001", revision_id: "rev-1", excerpt: "Leads the payments team." },
     { entry: "000000000001", revision_id: "rev-2", excerpt: "Leads the platform team." },
+  ],
+  messages: [
+    { message_id: "m-1", kind: "source", excerpt: "Alex told me: leads the payments team." },
+    { message_id: "m-2", kind: "reply", excerpt: "Noted: Alex leads the payments team." },
   ],
   object_ids: ["o-1", "o-2", "o-3"],
   confirmation: "0123456789abcdef",
@@ -99,6 +112,7 @@ describe("Erasure", () => {
     const count = (kind: string) => within(dialog).getByTestId(`erase-count-${kind}`).textContent;
     expect(count("revisions")).toMatch(/revisions.*2$/);
     expect(count("messages")).toMatch(/messages sent3$/);
+    expect(count("source_messages")).toMatch(/messages learned from1$/);
     expect(count("replies")).toMatch(/replies1$/);
     expect(count("turns")).toMatch(/turn records4$/);
     expect(count("entries")).toMatch(/entries retired1$/);
@@ -109,6 +123,11 @@ describe("Erasure", () => {
       "…000000000001 Leads the payments team.",
       "…000000000001 Leads the platform team.",
     ]);
+    const messages = within(within(dialog).getByTestId("erase-messages")).getAllByRole("listitem");
+    expect(messages.map((m) => m.textContent)).toEqual([
+      "learned from: Alex told me: leads the payments team.",
+      "reply: Noted: Alex leads the payments team.",
+    ]);
   });
 
   it("confirms only with a reason and the typed word, then erases the previewed objects and says who erased", async () => {
@@ -118,6 +137,8 @@ describe("Erasure", () => {
       counts: preview.counts,
       fingerprinted: true,
       vacuumed: ["messages"],
+      locked_ms: 12,
+      vacuum_ms: 3,
     });
     const dialog = await openPersonErasure();
     await within(dialog).findByTestId("erase-preview");
@@ -187,6 +208,8 @@ describe("Erasure", () => {
       counts: newer.counts,
       fingerprinted: false,
       vacuumed: [],
+      locked_ms: 9,
+      vacuum_ms: 2,
     });
     await userEvent.click(within(dialog).getByTestId("erase-submit"));
     await waitFor(() => expect(mocked.erase).toHaveBeenLastCalledWith(newer.scope, newer.object_ids, "GDPR request #42"));

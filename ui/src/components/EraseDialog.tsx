@@ -24,12 +24,20 @@ export const CONFIRM_WORD = "erase";
 const COUNTS: { key: keyof ErasureCounts; label: string }[] = [
   { key: "revisions", label: "revisions (their text)" },
   { key: "messages", label: "messages sent" },
+  { key: "source_messages", label: "messages learned from" },
   { key: "replies", label: "replies" },
   { key: "turns", label: "turn records" },
   { key: "entries", label: "entries retired" },
   { key: "sharing_requests", label: "sharing requests" },
   { key: "embeddings", label: "embeddings" },
 ];
+
+/** Why a message is erased whole, in the words the preview shows. */
+const MESSAGE_KINDS: Record<string, string> = {
+  message: "sent by the person:",
+  source: "learned from:",
+  reply: "reply:",
+};
 
 function isConflict(error: unknown): boolean {
   return !!error && typeof error === "object" && (error as ConsoleError).kind === "conflict";
@@ -128,6 +136,18 @@ export function EraseDialog({
                     </li>
                   ))}
                 </ul>
+                {p.messages.length > 0 && (
+                  <>
+                    <h4>Messages erased whole ({p.messages.length})</h4>
+                    <ul className="excerpts" data-testid="erase-messages">
+                      {p.messages.map((m) => (
+                        <li key={m.message_id}>
+                          <em>{MESSAGE_KINDS[m.kind] ?? m.kind}</em> {m.excerpt}
+                        </li>
+                      ))}
+                    </ul>
+                  </>
+                )}
               </>
             )}
           </div>
