@@ -43,20 +43,30 @@ pub type Fingerprint = [u8; 16];
 
 /// The fingerprint key, an HKDF-SHA256 subkey of the master key.
 #[derive(Clone)]
-pub struct FingerprintKey([u8; 32]);
+pub struct FingerprintKey {
+    /// HMAC keyed with the subkey, its key schedule done once: each fingerprint clones it (a
+    /// person's erasure fingerprints hundreds of thousands of windows).
+    keyed: Hmac<Sha256>,
+}
 
 impl FingerprintKey {
     /// Derives the subkey from the master key bytes (at least 16 bytes of secret material).
     pub fn from_master_key(master: &[u8]) -> Result<Self, WeakMasterKey> {
-        derive_subkey(master, FINGERPRINT_INFO).map(Self)
+        let subkey = derive_subkey(master, FINGERPRINT_INFO)?;
+        Ok(Self { keyed: <Hmac<Sha256> as Mac>::new_from_slice(&subkey).expect("HMAC accepts any key length") })
     }
 
     /// HMAC of `parts` joined by spaces, after `domain` (empty for words, so the fingerprints
     /// recorded before lexemes were added stay valid).
     fn mac(&self, domain: &[u8], parts: &[String]) -> Fingerprint {
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC accepts any key length");
+        let mut mac = self.keyed.clone();
         mac.update(domain);
-        mac.update(parts.join(" ").as_bytes());
+        for (i, part) in parts.iter().enumerate() {
+            if i > 0 {
+                mac.update(b" ");
+            }
+            mac.update(part.as_bytes());
+        }
         let full = mac.finalize().into_bytes();
         let mut out = [0u8; 16];
         out.copy_from_slice(&full[..16]);
@@ -120,22 +130,102 @@ impl FingerprintKey {
 /// input starts with these bytes.
 const LEXEME_DOMAIN: &[u8] = b"tsvector\0";
 
-/// How many levels of JSON escaping (or JSON held in a JSON string) are read through.
+/// How many levels of escaping (or JSON held in a JSON string) are read through.
 const MAX_NESTING: usize = 4;
 
-/// A text as it is, then with its JSON escape sequences decoded, level after level (at most
-/// [`MAX_NESTING`] levels; an undecodable sequence is left as it is): `key\\nunder` reads
+/// A text as it is, then decoded level after level (at most [`MAX_NESTING`] levels), each level
+/// undoing the escapes text picks up on its way into a record: JSON escape sequences, then
+/// URL percent-encoding (a tool call's URL), then HTML character references (a connector's
+/// `&amp;`, `&#39;`). An undecodable sequence is left as it is. `key\\nunder` reads
 /// `key\\nunder`, `key\nunder` and `key` + newline + `under`.
 pub fn readings(text: &str) -> Vec<String> {
     let mut out = vec![text.to_owned()];
     while out.len() <= MAX_NESTING {
         let last = out.last().expect("never empty");
-        match unescape_json(last) {
-            Some(decoded) if decoded != *last => out.push(decoded),
-            _ => break,
+        let decoded = decode_once(last);
+        if decoded == *last {
+            break;
         }
+        out.push(decoded);
     }
     out
+}
+
+/// One level of decoding: JSON escapes, percent-encoding, HTML character references.
+fn decode_once(text: &str) -> String {
+    let text = unescape_json(text).unwrap_or_else(|| text.to_owned());
+    let text = percent_decode(&text).unwrap_or(text);
+    html_unescape(&text).unwrap_or(text)
+}
+
+/// `%XX` sequences decoded (UTF-8, invalid sequences replaced); `None` when there is none.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let hex = |b: u8| (b as char).to_digit(16);
+    if !bytes.windows(3).any(|w| w[0] == b'%' && hex(w[1]).is_some() && hex(w[2]).is_some()) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], bytes.get(i + 1).and_then(|&b| hex(b)), bytes.get(i + 2).and_then(|&b| hex(b))) {
+            (b'%', Some(high), Some(low)) => {
+                out.push((high * 16 + low) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// HTML character references (`&amp;`, `&lt;`, `&gt;`, `&quot;`, `&apos;`, `&nbsp;`, `&#39;`,
+/// `&#x27;`) decoded; `None` when there is no `&`.
+fn html_unescape(text: &str) -> Option<String> {
+    if !text.contains('&') {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('&') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let reference = rest.find(';').filter(|&end| end <= 10).map(|end| (&rest[1..end], end));
+        match reference.and_then(|(name, end)| html_reference(name).map(|c| (c, end))) {
+            Some((c, end)) => {
+                out.push(c);
+                rest = &rest[end + 1..];
+            }
+            None => {
+                out.push('&');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+fn html_reference(name: &str) -> Option<char> {
+    match name {
+        "amp" => Some('&'),
+        "lt" => Some('<'),
+        "gt" => Some('>'),
+        "quot" => Some('"'),
+        "apos" => Some('\''),
+        "nbsp" => Some(' '),
+        _ => {
+            let number = name.strip_prefix('#')?;
+            let code = match number.strip_prefix(['x', 'X']) {
+                Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+                None => number.parse().ok()?,
+            };
+            char::from_u32(code)
+        }
+    }
 }
 
 /// `text` with every JSON escape sequence (`\n`, `\"`, `\\`, `\u00e9`, a surrogate pair...)
@@ -289,6 +379,17 @@ mod tests {
     }
 
     #[test]
+    fn percent_encoding_and_html_references_are_read_through() {
+        let erased = key().of_text("Dana's spare key is under the planter");
+        let url = "https://search.example/?q=Dana%27s%20spare%20key%20is%20under%20the%20planter";
+        assert!(key().of_text(url).is_disjoint(&erased), "raw, %20 glues: 20spare");
+        assert!(!erased.is_disjoint(&key().of_stored(url)));
+        let html = "Dana&#39;s&nbsp;spare key is under&#x20;the planter &amp; more";
+        assert!(!erased.is_disjoint(&key().of_stored(html)));
+        assert_eq!(readings("100% & 50%zz &unknown; &#xZZ;"), vec!["100% & 50%zz &unknown; &#xZZ;"]);
+    }
+
+    #[test]
     fn lexeme_windows_never_equal_word_windows() {
         let parts: Vec<String> = ["dana", "keep", "spare", "key"].map(String::from).to_vec();
         assert!(key().of_lexemes(&parts).is_disjoint(&key().of_text("dana keep spare key")));
@@ -301,6 +402,16 @@ mod tests {
         assert!(!erased.is_disjoint(&key().of_text("See you, tomorrow!")));
         assert!(erased.is_disjoint(&key().of_text("oh see you tomorrow friend")));
         assert!(key().of_text("thanks Dana").is_empty());
+    }
+
+    #[test]
+    fn a_word_window_is_the_keyed_hmac_of_its_words_joined_by_spaces() {
+        // Fingerprints recorded by earlier erasures must still match: the input is unchanged.
+        let subkey = derive_subkey(b"0123456789abcdef0123456789abcdef", FINGERPRINT_INFO).unwrap();
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&subkey).unwrap();
+        mac.update(b"see you tomorrow");
+        let expected: Fingerprint = mac.finalize().into_bytes()[..16].try_into().unwrap();
+        assert_eq!(key().of_text("See you, tomorrow!"), BTreeSet::from([expected]));
     }
 
     #[test]
