@@ -52,6 +52,12 @@ CREATE TYPE public.memory_entry_state AS ENUM (
     'forgotten'
 );
 
+CREATE TYPE public.memory_erasure_object AS (
+	kind text,
+	id uuid,
+	body text
+);
+
 CREATE TYPE public.memory_restriction AS ENUM (
     'none',
     'conversation_only'
@@ -301,29 +307,48 @@ CREATE FUNCTION public.memory_erasure_scope(p_scope text, p_target uuid, p_agent
          WHERE p_scope = 'person' AND (r.subject_actor_id = p_target OR r.source_actor_id = p_target)
            AND (p_agent IS NULL OR r.runtime_agent_id = p_agent)
     ), erasing AS (
-        SELECT * FROM revisions r WHERE NOT EXISTS (SELECT 1 FROM erased_revisions x WHERE x.revision_id = r.id)
+        SELECT r.* FROM revisions r WHERE NOT EXISTS (SELECT 1 FROM erased_revisions x WHERE x.revision_id = r.id)
     ), sent AS (
         SELECT m.id, m.body FROM messages m
          WHERE p_scope = 'person' AND m.sender_actor_id = p_target
            AND (p_agent IS NULL OR m.runtime_agent_id = p_agent)
-           AND NOT EXISTS (SELECT 1 FROM erased_messages x WHERE x.message_id = m.id)
+    ), learned_from AS (
+        SELECT DISTINCT m.id, m.body FROM revision_sources s
+          JOIN revisions r ON r.id = s.revision_id
+          JOIN messages m ON m.id = s.message_id
+         WHERE s.message_id IS NOT NULL AND m.id NOT IN (SELECT sent.id FROM sent)
+    ), reached_messages AS (
+        SELECT sent.id FROM sent UNION ALL SELECT learned_from.id FROM learned_from
     ), turns AS (
         SELECT t.id, t.outbound_message_id FROM agent_turns t
-         WHERE t.used_revision_ids && ARRAY(SELECT e.id FROM erasing e)
-            OR t.inbound_message_id IN (SELECT s.id FROM sent s)
-            OR t.inbound_message_id IN (SELECT src.message_id FROM revision_sources src
-                                          JOIN erasing e ON e.id = src.revision_id
-                                         WHERE src.message_id IS NOT NULL)
+         WHERE t.used_revision_ids && ARRAY(SELECT r.id FROM revisions r)
+            OR t.inbound_message_id IN (SELECT reached_messages.id FROM reached_messages)
+    ), replies AS (
+        SELECT DISTINCT m.id, m.body FROM turns t JOIN messages m ON m.id = t.outbound_message_id
+         WHERE m.id NOT IN (SELECT reached_messages.id FROM reached_messages)
+           AND NOT EXISTS (SELECT 1 FROM erased_messages x WHERE x.message_id = m.id)
+    ), unerased_messages AS (
+        SELECT u.id FROM reached_messages u
+         WHERE NOT EXISTS (SELECT 1 FROM erased_messages x WHERE x.message_id = u.id)
+    ), turns_reached AS (
+        -- A turn with something left to redact: linked to a revision or message erased now, or
+        -- holding a reply not erased yet.
+        SELECT t.id FROM turns t JOIN agent_turns a ON a.id = t.id
+         WHERE a.used_revision_ids && ARRAY(SELECT e.id FROM erasing e)
+            OR a.inbound_message_id IN (SELECT u.id FROM unerased_messages u)
+            OR t.outbound_message_id IN (SELECT replies.id FROM replies)
     )
     SELECT 'revision', e.id, e.body FROM erasing e
     UNION ALL
     SELECT 'message', s.id, s.body FROM sent s
+     WHERE NOT EXISTS (SELECT 1 FROM erased_messages x WHERE x.message_id = s.id)
     UNION ALL
-    SELECT DISTINCT 'reply', m.id, m.body FROM turns t JOIN messages m ON m.id = t.outbound_message_id
-     WHERE m.id NOT IN (SELECT s.id FROM sent s)
-       AND NOT EXISTS (SELECT 1 FROM erased_messages x WHERE x.message_id = m.id)
+    SELECT 'source', l.id, l.body FROM learned_from l
+     WHERE NOT EXISTS (SELECT 1 FROM erased_messages x WHERE x.message_id = l.id)
     UNION ALL
-    SELECT 'turn', t.id, NULL FROM turns t
+    SELECT 'reply', r.id, r.body FROM replies r
+    UNION ALL
+    SELECT 'turn', t.id, NULL FROM turns_reached t
     UNION ALL
     SELECT 'entry', en.id, NULL FROM memory_entries en
      WHERE en.state = 'live' AND en.current_revision_id IN (SELECT e.id FROM erasing e)
@@ -403,9 +428,7 @@ CREATE FUNCTION public.memory_keep_source_evidence_unknown(p_source uuid, p_reas
 DECLARE
     src record;
 BEGIN
-    IF NOT pg_has_role(session_user, 'mesh_operator', 'MEMBER') THEN
-        RAISE EXCEPTION 'role % is not a mesh operator', session_user USING ERRCODE = 'insufficient_privilege';
-    END IF;
+    PERFORM mesh_require_operator_login('mesh_operator');
     IF p_reason IS NULL OR length(btrim(p_reason)) NOT BETWEEN 1 AND 2000 THEN
         RAISE EXCEPTION 'an evidence review needs a reason of 1 to 2000 characters'
             USING ERRCODE = 'invalid_parameter_value';
@@ -499,13 +522,30 @@ CREATE FUNCTION public.memory_lexical_terms(p_text text) RETURNS tsquery[]
 $$;
 
 CREATE FUNCTION public.memory_merge_text_pending_lists(p_revision_text boolean) RETURNS bigint
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE sql
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
-    SELECT gin_clean_pending_list('public.searchable_revisions_text_audience'::regclass)
-         + gin_clean_pending_list('public.searchable_revisions_unknown_text'::regclass)
-         + CASE WHEN p_revision_text THEN gin_clean_pending_list('public.memory_entry_revisions_tsv'::regclass)
-                ELSE 0 END
+    SELECT CASE WHEN NOT pg_has_role((SELECT c.relowner FROM pg_class c
+                                       WHERE c.oid = 'public.searchable_revisions'::regclass), 'USAGE') THEN 0
+                ELSE gin_clean_pending_list('public.searchable_revisions_text_audience'::regclass)
+                   + gin_clean_pending_list('public.searchable_revisions_unknown_text'::regclass)
+                   + CASE WHEN p_revision_text
+                          THEN gin_clean_pending_list('public.memory_entry_revisions_tsv'::regclass)
+                          ELSE 0 END
+           END
+$$;
+
+CREATE FUNCTION public.memory_operator_action_agent(p_kind text, p_target uuid, p_details jsonb) RETURNS uuid
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT CASE p_kind
+               WHEN 'sharing_request' THEN (SELECT q.runtime_agent_id FROM sharing_requests q WHERE q.id = p_target)
+               WHEN 'sharing_grant' THEN (SELECT g.runtime_agent_id FROM sharing_grants g WHERE g.id = p_target)
+               WHEN 'revision_source' THEN (SELECT s.runtime_agent_id FROM revision_sources s WHERE s.id = p_target)
+               WHEN 'mcp_access_token' THEN (SELECT t.runtime_agent_id FROM mcp_access_tokens t WHERE t.id = p_target)
+               WHEN 'entry' THEN (SELECT e.runtime_agent_id FROM memory_entries e WHERE e.id = p_target)
+               ELSE (p_details ->> 'runtime_agent_id')::uuid
+           END
 $$;
 
 CREATE FUNCTION public.memory_projection_rule(p_row public.searchable_revisions, p_conversation uuid, p_audience uuid[], p_released uuid[], p_source_count bigint) RETURNS text
@@ -551,6 +591,24 @@ CREATE FUNCTION public.memory_redact_jsonb_whole(p_doc jsonb) RETURNS jsonb
                         FROM jsonb_array_elements(CASE jsonb_typeof(p_doc) WHEN 'array' THEN p_doc
                                                                            ELSE jsonb_build_array(p_doc) END))
            END
+$$;
+
+CREATE FUNCTION public.memory_redact_occurrences(p_text text, p_texts text[]) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+DECLARE
+    erased text;
+    result text := p_text;
+BEGIN
+    IF result IS NULL THEN
+        RETURN NULL;
+    END IF;
+    FOREACH erased IN ARRAY coalesce(p_texts, '{}') LOOP
+        CONTINUE WHEN erased IS NULL OR length(erased) < 12 OR strpos(result, erased) = 0;
+        result := replace(result, erased, memory_erasure_marker());
+    END LOOP;
+    RETURN result;
+END;
 $$;
 
 CREATE FUNCTION public.memory_redact_text(p_text text, p_texts text[]) RETURNS text
@@ -765,9 +823,7 @@ DECLARE
     src     record;
     missing uuid;
 BEGIN
-    IF NOT pg_has_role(session_user, 'mesh_operator', 'MEMBER') THEN
-        RAISE EXCEPTION 'role % is not a mesh operator', session_user USING ERRCODE = 'insufficient_privilege';
-    END IF;
+    PERFORM mesh_require_operator_login('mesh_operator');
     IF p_reason IS NULL OR length(btrim(p_reason)) = 0 THEN
         RAISE EXCEPTION 'an evidence review needs a reason' USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1086,7 +1142,7 @@ $$;
 
 CREATE FUNCTION public.mesh_confirm_sharing_by_source_actor(p_request uuid, p_message uuid) RETURNS uuid
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
 DECLARE
     req      sharing_requests;
@@ -1171,12 +1227,13 @@ $$;
 
 CREATE FUNCTION public.mesh_operator_approve_sharing(p_request uuid, p_reason text) RETURNS uuid
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
 DECLARE
     req      sharing_requests;
     grant_id uuid;
 BEGIN
+    PERFORM mesh_require_operator_login('mesh_operator');
     IF p_reason IS NULL OR length(btrim(p_reason)) NOT BETWEEN 1 AND 2000 THEN
         RAISE EXCEPTION 'an approval needs a reason of 1 to 2000 characters' USING ERRCODE = 'MM007';
     END IF;
@@ -1194,11 +1251,12 @@ $$;
 
 CREATE FUNCTION public.mesh_operator_deny_sharing(p_request uuid, p_reason text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
 DECLARE
     req sharing_requests;
 BEGIN
+    PERFORM mesh_require_operator_login('mesh_operator');
     IF p_reason IS NULL OR length(btrim(p_reason)) NOT BETWEEN 1 AND 2000 THEN
         RAISE EXCEPTION 'a denial needs a reason of 1 to 2000 characters' USING ERRCODE = 'MM007';
     END IF;
@@ -1223,6 +1281,7 @@ CREATE FUNCTION public.mesh_operator_erase(p_erasure uuid, p_scope text, p_targe
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
 DECLARE
+    scope memory_erasure_object[];
     scope_ids uuid[];
     revisions uuid[];
     messages_gone uuid[];
@@ -1230,9 +1289,11 @@ DECLARE
     entries uuid[];
     requests uuid[];
     texts text[];
+    long_texts text[];
     counts jsonb;
     agents uuid[];
 BEGIN
+    PERFORM mesh_require_operator_login('mesh_eraser');
     IF p_reason IS NULL OR length(btrim(p_reason)) NOT BETWEEN 1 AND 2000 THEN
         RAISE EXCEPTION 'an erasure needs a reason of 1 to 2000 characters (for example a ticket reference)'
             USING ERRCODE = 'MM007';
@@ -1244,6 +1305,9 @@ BEGIN
        OR p_scope = 'person' AND NOT EXISTS (SELECT 1 FROM actors WHERE id = p_target) THEN
         RAISE EXCEPTION 'no % with id %', p_scope, p_target USING ERRCODE = 'MM012';
     END IF;
+    -- The erasure lock: deliveries hold it shared from their recheck to their record, so none is
+    -- between the two while the scope is read (a reply is withheld, or stored and reached here).
+    PERFORM pg_advisory_xact_lock(2060261208);
     -- The entries it reaches are locked first (as every write locks its entry), so a concurrent
     -- amend or forget finishes before the scope is read, or waits and then finds the entry retired.
     PERFORM 1 FROM memory_entries en
@@ -1253,10 +1317,9 @@ BEGIN
                                                   WHERE r.subject_actor_id = p_target OR r.source_actor_id = p_target))
      ORDER BY en.id
        FOR UPDATE;
-    CREATE TEMP TABLE IF NOT EXISTS pg_temp.erasing (kind text, id uuid, body text) ON COMMIT DROP;
-    TRUNCATE pg_temp.erasing;
-    INSERT INTO pg_temp.erasing SELECT * FROM memory_erasure_scope(p_scope, p_target, p_agent);
-    scope_ids := ARRAY(SELECT DISTINCT e.id FROM pg_temp.erasing e ORDER BY 1);
+    scope := ARRAY(SELECT ROW(s.kind, s.id, s.body)::memory_erasure_object
+                     FROM memory_erasure_scope(p_scope, p_target, p_agent) AS s);
+    scope_ids := ARRAY(SELECT DISTINCT e.id FROM unnest(scope) AS e ORDER BY 1);
     IF scope_ids IS DISTINCT FROM ARRAY(SELECT DISTINCT u FROM unnest(coalesce(p_previewed, '{}')) AS u ORDER BY 1) THEN
         RAISE EXCEPTION 'what this erasure reaches changed since its preview (% objects now, % previewed)',
             cardinality(scope_ids), cardinality(coalesce(p_previewed, '{}'))
@@ -1267,14 +1330,25 @@ BEGIN
             USING ERRCODE = 'MM012';
     END IF;
 
-    revisions := ARRAY(SELECT e.id FROM pg_temp.erasing e WHERE e.kind = 'revision');
-    messages_gone := ARRAY(SELECT e.id FROM pg_temp.erasing e WHERE e.kind IN ('message', 'reply'));
-    turns := ARRAY(SELECT e.id FROM pg_temp.erasing e WHERE e.kind = 'turn');
-    entries := ARRAY(SELECT e.id FROM pg_temp.erasing e WHERE e.kind = 'entry');
-    requests := ARRAY(SELECT e.id FROM pg_temp.erasing e WHERE e.kind = 'sharing_request');
-    texts := ARRAY(SELECT DISTINCT e.body FROM pg_temp.erasing e WHERE e.body IS NOT NULL);
+    revisions := ARRAY(SELECT e.id FROM unnest(scope) AS e WHERE e.kind = 'revision');
+    messages_gone := ARRAY(SELECT e.id FROM unnest(scope) AS e WHERE e.kind IN ('message', 'source', 'reply'));
+    turns := ARRAY(SELECT e.id FROM unnest(scope) AS e WHERE e.kind = 'turn');
+    entries := ARRAY(SELECT e.id FROM unnest(scope) AS e WHERE e.kind = 'entry');
+    requests := ARRAY(SELECT e.id FROM unnest(scope) AS e WHERE e.kind = 'sharing_request');
+    texts := ARRAY(SELECT DISTINCT e.body FROM unnest(scope) AS e
+                    WHERE e.body IS NOT NULL AND e.body <> memory_erasure_marker());
+    long_texts := ARRAY(SELECT t FROM unnest(texts) AS t WHERE length(t) >= 12);
+
+    -- The reason stays readable in the audit forever: it must not quote what it erases.
+    IF EXISTS (SELECT 1 FROM unnest(texts) AS t
+                WHERE length(t) >= 12 AND strpos(lower(p_reason), lower(t)) > 0
+                   OR lower(btrim(t)) = lower(btrim(p_reason))) THEN
+        RAISE EXCEPTION 'the reason quotes text this erasure removes; give a reference instead (a ticket number)'
+            USING ERRCODE = 'MM013';
+    END IF;
+
     counts := (SELECT jsonb_object_agg(c.kind, c.n)
-                 FROM (SELECT e.kind, count(*) AS n FROM pg_temp.erasing e GROUP BY e.kind) AS c);
+                 FROM (SELECT e.kind, count(*) AS n FROM unnest(scope) AS e GROUP BY e.kind) AS c);
     counts := counts || jsonb_build_object(
         'embeddings', (SELECT count(*) FROM revision_embeddings x WHERE x.revision_id = ANY (revisions)));
 
@@ -1303,33 +1377,70 @@ BEGIN
     -- The text, wherever it was kept.
     UPDATE memory_entry_revisions SET body = memory_erasure_marker() WHERE id = ANY (revisions);
     UPDATE messages SET body = memory_erasure_marker() WHERE id = ANY (messages_gone);
-    UPDATE agent_turns
-       SET tool_calls = memory_redact_jsonb(tool_calls, texts),
-           ledger = memory_redact_jsonb(ledger, texts),
-           unbacked_claims = memory_redact_jsonb_whole(unbacked_claims),
-           withheld = memory_redact_jsonb(withheld, texts),
-           failure_reason = memory_redact_text(failure_reason, texts)
-     WHERE id = ANY (turns);
+    -- Each turn record with the texts it is linked to: the revisions it used or wrote, the
+    -- messages it answered or sent. Set-based: a turn's few texts, never every text of the erasure.
+    WITH objects AS (
+        SELECT e.kind, e.id, e.body FROM unnest(scope) AS e WHERE e.body IS NOT NULL
+    ), reached AS (
+        SELECT t.id, t.inbound_message_id, t.outbound_message_id, t.used_revision_ids
+          FROM agent_turns t WHERE t.id = ANY (turns)
+    ), links AS (
+        SELECT r.id, o.body FROM reached r CROSS JOIN LATERAL unnest(r.used_revision_ids) AS u(revision_id)
+          JOIN objects o ON o.kind = 'revision' AND o.id = u.revision_id
+        UNION
+        SELECT r.id, o.body FROM reached r
+          JOIN revision_sources s ON s.message_id = r.inbound_message_id
+          JOIN objects o ON o.kind = 'revision' AND o.id = s.revision_id
+        UNION
+        SELECT r.id, o.body FROM reached r JOIN objects o ON o.kind <> 'revision' AND o.id = r.inbound_message_id
+        UNION
+        SELECT r.id, o.body FROM reached r JOIN objects o ON o.kind <> 'revision' AND o.id = r.outbound_message_id
+    ), per_turn AS (
+        SELECT l.id, array_agg(l.body) AS texts FROM links l GROUP BY l.id
+    ), linked AS (
+        SELECT r.id, coalesce(p.texts, '{}') AS texts FROM reached r LEFT JOIN per_turn p ON p.id = r.id
+    )
+    UPDATE agent_turns t
+       SET tool_calls = memory_redact_jsonb(t.tool_calls, linked.texts),
+           ledger = memory_redact_jsonb(t.ledger, linked.texts),
+           unbacked_claims = memory_redact_jsonb_whole(t.unbacked_claims),
+           withheld = memory_redact_jsonb(t.withheld, linked.texts),
+           failure_reason = memory_redact_text(t.failure_reason, linked.texts)
+      FROM linked
+     WHERE t.id = linked.id;
     UPDATE sharing_requests
        SET rationale = memory_erasure_marker(),
            decision_reason = CASE WHEN state = 'pending' THEN 'erased: ' || left(btrim(p_reason), 1990)
-                                  ELSE memory_redact_text(decision_reason, texts) END,
+                                  ELSE memory_redact_occurrences(decision_reason, long_texts) END,
            state = CASE WHEN state = 'pending' THEN 'denied'::sharing_request_state ELSE state END,
            decided_at = coalesce(decided_at, now()),
            decided_by = coalesce(decided_by, session_user::text)
      WHERE id = ANY (requests);
-    UPDATE sharing_requests
-       SET rationale = memory_redact_text(rationale, texts),
-           decision_reason = memory_redact_text(decision_reason, texts)
-     WHERE NOT (id = ANY (requests))
-       AND (memory_redact_text(rationale, texts) IS DISTINCT FROM rationale
-            OR memory_redact_text(decision_reason, texts) IS DISTINCT FROM decision_reason);
-    UPDATE operator_actions
-       SET reason = memory_redact_text(reason, texts), details = memory_redact_jsonb(details, texts)
-     WHERE memory_redact_text(reason, texts) IS DISTINCT FROM reason
-        OR memory_redact_jsonb(details, texts) IS DISTINCT FROM details;
-    UPDATE evidence_repairs SET reason = memory_redact_text(reason, texts)
-     WHERE memory_redact_text(reason, texts) IS DISTINCT FROM reason;
+
+    -- What people wrote elsewhere (rationales, decisions, grants' and actions' reasons), in this
+    -- erasure's runtime agents only: exact occurrences of the longer texts, found set-based.
+    IF cardinality(long_texts) > 0 THEN
+        UPDATE sharing_requests q
+           SET rationale = memory_redact_occurrences(q.rationale, long_texts),
+               decision_reason = memory_redact_occurrences(q.decision_reason, long_texts)
+         WHERE NOT (q.id = ANY (requests))
+           AND (p_agent IS NULL OR q.runtime_agent_id = p_agent)
+           AND EXISTS (SELECT 1 FROM unnest(long_texts) AS t
+                        WHERE strpos(q.rationale, t) > 0 OR strpos(coalesce(q.decision_reason, ''), t) > 0);
+        UPDATE sharing_grants g
+           SET reason = memory_redact_occurrences(g.reason, long_texts)
+         WHERE (p_agent IS NULL OR g.runtime_agent_id = p_agent)
+           AND EXISTS (SELECT 1 FROM unnest(long_texts) AS t WHERE strpos(g.reason, t) > 0);
+        UPDATE operator_actions a
+           SET reason = memory_redact_occurrences(a.reason, long_texts)
+         WHERE EXISTS (SELECT 1 FROM unnest(long_texts) AS t WHERE strpos(a.reason, t) > 0)
+           AND (p_agent IS NULL OR memory_operator_action_agent(a.target_kind, a.target_id, a.details) = p_agent);
+        UPDATE evidence_repairs x
+           SET reason = memory_redact_occurrences(x.reason, long_texts)
+         WHERE EXISTS (SELECT 1 FROM unnest(long_texts) AS t WHERE strpos(x.reason, t) > 0)
+           AND (p_agent IS NULL
+                OR EXISTS (SELECT 1 FROM memory_entry_revisions r WHERE r.id = x.revision_id AND r.runtime_agent_id = p_agent));
+    END IF;
 
     -- The lexical statistics: fold the retirements in now and drop the terms no document has, so
     -- no lexeme of the erased text stays as a statistics key.
@@ -1345,13 +1456,58 @@ BEGIN
 END;
 $$;
 
+CREATE FUNCTION public.mesh_operator_issue_access_token(p_id uuid, p_token_hash bytea, p_agent uuid, p_conversation uuid, p_identity uuid, p_label text, p_expires_at timestamp with time zone, p_reason text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+DECLARE
+    c conversations;
+    speaker uuid;
+BEGIN
+    PERFORM mesh_require_operator_login('mesh_operator');
+    IF p_reason IS NULL OR length(btrim(p_reason)) NOT BETWEEN 1 AND 2000 THEN
+        RAISE EXCEPTION 'issuing a token needs a reason of 1 to 2000 characters' USING ERRCODE = 'MM007';
+    END IF;
+    IF p_label IS NULL OR length(p_label) > 200 THEN
+        RAISE EXCEPTION 'a token label is at most 200 characters' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_expires_at IS NOT NULL AND p_expires_at <= now() THEN
+        RAISE EXCEPTION 'a token must expire in the future' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO c FROM conversations WHERE id = p_conversation AND runtime_agent_id = p_agent;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'conversation % is not a conversation of runtime agent %', p_conversation, p_agent
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT ci.actor_id INTO speaker FROM connector_identities ci WHERE ci.id = p_identity AND ci.connector = c.connector;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'identity % is not a % identity', p_identity, c.connector
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM conversation_memberships cm
+                     JOIN runtime_agents ra ON ra.id = c.runtime_agent_id
+                    WHERE cm.conversation_id = c.id AND cm.actor_id = speaker AND cm.actor_id <> ra.actor_id
+                      AND cm.joined_at <= now() AND (cm.left_at IS NULL OR cm.left_at > now())) THEN
+        RAISE EXCEPTION 'the speaker is not a member of conversation % now', c.id
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO mcp_access_tokens (id, token_hash, runtime_agent_id, conversation_id, identity_id, label, expires_at)
+    VALUES (p_id, p_token_hash, c.runtime_agent_id, c.id, p_identity, btrim(p_label), p_expires_at);
+    INSERT INTO operator_actions (role_name, action, target_kind, target_id, reason, details)
+    VALUES (session_user::text, 'issue_access_token', 'mcp_access_token', p_id, p_reason,
+            jsonb_build_object('runtime_agent_id', c.runtime_agent_id, 'conversation_id', c.id,
+                               'identity_id', p_identity, 'expires_at', p_expires_at));
+END;
+$$;
+
 CREATE FUNCTION public.mesh_operator_revoke_access_token(p_token uuid, p_reason text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
 DECLARE
     t mcp_access_tokens;
 BEGIN
+    PERFORM mesh_require_operator_login('mesh_operator');
     IF p_reason IS NULL OR length(btrim(p_reason)) NOT BETWEEN 1 AND 2000 THEN
         RAISE EXCEPTION 'a revocation needs a reason of 1 to 2000 characters' USING ERRCODE = 'MM007';
     END IF;
@@ -1371,11 +1527,12 @@ $$;
 
 CREATE FUNCTION public.mesh_operator_revoke_grant(p_grant uuid, p_reason text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
 DECLARE
     g sharing_grants;
 BEGIN
+    PERFORM mesh_require_operator_login('mesh_operator');
     IF p_reason IS NULL OR length(btrim(p_reason)) NOT BETWEEN 1 AND 2000 THEN
         RAISE EXCEPTION 'a revocation needs a reason of 1 to 2000 characters' USING ERRCODE = 'MM007';
     END IF;
@@ -1390,6 +1547,30 @@ BEGIN
     INSERT INTO operator_actions (role_name, action, target_kind, target_id, reason, details)
     VALUES (session_user::text, 'revoke_grant', 'sharing_grant', g.id, p_reason,
             jsonb_build_object('revision_id', g.revision_id));
+END;
+$$;
+
+CREATE FUNCTION public.mesh_require_operator_login(p_group text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    login record;
+BEGIN
+    SELECT r.rolcanlogin, r.rolvaliduntil INTO login FROM pg_catalog.pg_roles r WHERE r.rolname = session_user;
+    IF NOT FOUND OR NOT login.rolcanlogin THEN
+        RAISE EXCEPTION 'role % may no longer log in; this session can no longer act', session_user
+            USING ERRCODE = 'MM014', HINT = 'sign in again with a role that has LOGIN';
+    END IF;
+    IF login.rolvaliduntil IS NOT NULL AND login.rolvaliduntil <= now() THEN
+        RAISE EXCEPTION 'the password of role % expired on %; this session can no longer act', session_user,
+            login.rolvaliduntil
+            USING ERRCODE = 'MM014', HINT = 'ask an administrator to renew the password, then sign in again';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(session_user, p_group, 'MEMBER') THEN
+        RAISE EXCEPTION 'role % is no longer a member of %', session_user, p_group
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
 END;
 $$;
 
@@ -1720,7 +1901,9 @@ CREATE TABLE public.mcp_access_tokens (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     last_used_at timestamp with time zone,
     revoked_at timestamp with time zone,
+    expires_at timestamp with time zone,
     CONSTRAINT mcp_access_tokens_check CHECK (((revoked_at IS NULL) OR (revoked_at >= created_at))),
+    CONSTRAINT mcp_access_tokens_expires_after_issue CHECK (((expires_at IS NULL) OR (expires_at > created_at))),
     CONSTRAINT mcp_access_tokens_label_check CHECK ((length(label) <= 200)),
     CONSTRAINT mcp_access_tokens_token_hash_check CHECK ((octet_length(token_hash) = 32))
 );
@@ -2383,11 +2566,13 @@ GRANT USAGE ON SCHEMA public TO mesh_runtime;
 GRANT USAGE ON SCHEMA public TO mesh_operator;
 GRANT USAGE ON SCHEMA public TO mesh_console_reader;
 GRANT USAGE ON SCHEMA public TO mesh_eraser;
+GRANT USAGE ON SCHEMA public TO mesh_definer;
 
 GRANT SELECT ON TABLE public.searchable_revisions TO mesh_runtime;
 GRANT SELECT ON TABLE public.searchable_revisions TO mesh_operator;
 GRANT SELECT ON TABLE public.searchable_revisions TO mesh_console_reader;
 GRANT SELECT,MAINTAIN ON TABLE public.searchable_revisions TO mesh_eraser;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.searchable_revisions TO mesh_definer;
 
 REVOKE ALL ON FUNCTION public.memory_keep_source_evidence_unknown(p_source uuid, p_reason text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.memory_keep_source_evidence_unknown(p_source uuid, p_reason text) TO mesh_operator;
@@ -2401,8 +2586,10 @@ REVOKE ALL ON FUNCTION public.memory_merge_text_pending_lists(p_revision_text bo
 GRANT ALL ON FUNCTION public.memory_merge_text_pending_lists(p_revision_text boolean) TO mesh_runtime;
 
 REVOKE ALL ON FUNCTION public.memory_refresh_audience_summary(p_revisions uuid[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.memory_refresh_audience_summary(p_revisions uuid[]) TO mesh_definer;
 
 REVOKE ALL ON FUNCTION public.memory_refresh_searchable(p_entries uuid[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.memory_refresh_searchable(p_entries uuid[]) TO mesh_definer;
 
 REVOKE ALL ON FUNCTION public.memory_repair_audience_evidence(p_reason text) FROM PUBLIC;
 
@@ -2426,6 +2613,7 @@ GRANT SELECT ON TABLE public.sharing_requests TO mesh_runtime;
 GRANT SELECT ON TABLE public.sharing_requests TO mesh_operator;
 GRANT SELECT ON TABLE public.sharing_requests TO mesh_console_reader;
 GRANT SELECT,MAINTAIN ON TABLE public.sharing_requests TO mesh_eraser;
+GRANT SELECT,UPDATE ON TABLE public.sharing_requests TO mesh_definer;
 
 GRANT INSERT(id) ON TABLE public.sharing_requests TO mesh_runtime;
 
@@ -2446,6 +2634,7 @@ GRANT INSERT(created_at) ON TABLE public.sharing_requests TO mesh_runtime;
 GRANT INSERT(expires_at) ON TABLE public.sharing_requests TO mesh_runtime;
 
 REVOKE ALL ON FUNCTION public.mesh_grant_from_request(req public.sharing_requests, p_authority public.grant_authority, p_actor uuid, p_message uuid, p_role text, p_reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mesh_grant_from_request(req public.sharing_requests, p_authority public.grant_authority, p_actor uuid, p_message uuid, p_role text, p_reason text) TO mesh_definer;
 
 REVOKE ALL ON FUNCTION public.mesh_operator_approve_sharing(p_request uuid, p_reason text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mesh_operator_approve_sharing(p_request uuid, p_reason text) TO mesh_operator;
@@ -2456,6 +2645,9 @@ GRANT ALL ON FUNCTION public.mesh_operator_deny_sharing(p_request uuid, p_reason
 REVOKE ALL ON FUNCTION public.mesh_operator_erase(p_erasure uuid, p_scope text, p_target uuid, p_agent uuid, p_reason text, p_previewed uuid[], p_fingerprints bytea[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mesh_operator_erase(p_erasure uuid, p_scope text, p_target uuid, p_agent uuid, p_reason text, p_previewed uuid[], p_fingerprints bytea[]) TO mesh_eraser;
 
+REVOKE ALL ON FUNCTION public.mesh_operator_issue_access_token(p_id uuid, p_token_hash bytea, p_agent uuid, p_conversation uuid, p_identity uuid, p_label text, p_expires_at timestamp with time zone, p_reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mesh_operator_issue_access_token(p_id uuid, p_token_hash bytea, p_agent uuid, p_conversation uuid, p_identity uuid, p_label text, p_expires_at timestamp with time zone, p_reason text) TO mesh_operator;
+
 REVOKE ALL ON FUNCTION public.mesh_operator_revoke_access_token(p_token uuid, p_reason text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mesh_operator_revoke_access_token(p_token uuid, p_reason text) TO mesh_operator;
 
@@ -2463,38 +2655,46 @@ REVOKE ALL ON FUNCTION public.mesh_operator_revoke_grant(p_grant uuid, p_reason 
 GRANT ALL ON FUNCTION public.mesh_operator_revoke_grant(p_grant uuid, p_reason text) TO mesh_operator;
 
 REVOKE ALL ON FUNCTION public.mesh_sharing_request_decidable(p_request uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mesh_sharing_request_decidable(p_request uuid) TO mesh_definer;
 
 GRANT SELECT ON TABLE public._sqlx_migrations TO mesh_runtime;
 GRANT SELECT ON TABLE public._sqlx_migrations TO mesh_operator;
 GRANT SELECT ON TABLE public._sqlx_migrations TO mesh_console_reader;
 GRANT SELECT ON TABLE public._sqlx_migrations TO mesh_eraser;
+GRANT SELECT ON TABLE public._sqlx_migrations TO mesh_definer;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.actors TO mesh_runtime;
 GRANT SELECT ON TABLE public.actors TO mesh_operator;
 GRANT SELECT ON TABLE public.actors TO mesh_console_reader;
 GRANT SELECT ON TABLE public.actors TO mesh_eraser;
+GRANT SELECT ON TABLE public.actors TO mesh_definer;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.agent_turns TO mesh_runtime;
 GRANT SELECT ON TABLE public.agent_turns TO mesh_operator;
 GRANT SELECT ON TABLE public.agent_turns TO mesh_console_reader;
 GRANT SELECT,MAINTAIN ON TABLE public.agent_turns TO mesh_eraser;
+GRANT SELECT,UPDATE ON TABLE public.agent_turns TO mesh_definer;
 
 GRANT SELECT ON TABLE public.audience_classes TO mesh_runtime;
 GRANT SELECT ON TABLE public.audience_classes TO mesh_operator;
 GRANT SELECT ON TABLE public.audience_classes TO mesh_console_reader;
 GRANT SELECT ON TABLE public.audience_classes TO mesh_eraser;
+GRANT SELECT,INSERT ON TABLE public.audience_classes TO mesh_definer;
 
 GRANT SELECT,USAGE ON SEQUENCE public.audience_classes_id_seq TO mesh_runtime;
+GRANT USAGE ON SEQUENCE public.audience_classes_id_seq TO mesh_definer;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.connector_identities TO mesh_runtime;
 GRANT SELECT ON TABLE public.connector_identities TO mesh_operator;
 GRANT SELECT ON TABLE public.connector_identities TO mesh_console_reader;
 GRANT SELECT ON TABLE public.connector_identities TO mesh_eraser;
+GRANT SELECT ON TABLE public.connector_identities TO mesh_definer;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.conversation_memberships TO mesh_runtime;
 GRANT SELECT ON TABLE public.conversation_memberships TO mesh_operator;
 GRANT SELECT ON TABLE public.conversation_memberships TO mesh_console_reader;
 GRANT SELECT ON TABLE public.conversation_memberships TO mesh_eraser;
+GRANT SELECT ON TABLE public.conversation_memberships TO mesh_definer;
 
 GRANT SELECT,USAGE ON SEQUENCE public.conversation_memberships_id_seq TO mesh_runtime;
 
@@ -2502,6 +2702,7 @@ GRANT SELECT,INSERT ON TABLE public.conversation_observations TO mesh_runtime;
 GRANT SELECT ON TABLE public.conversation_observations TO mesh_operator;
 GRANT SELECT ON TABLE public.conversation_observations TO mesh_console_reader;
 GRANT SELECT ON TABLE public.conversation_observations TO mesh_eraser;
+GRANT SELECT ON TABLE public.conversation_observations TO mesh_definer;
 
 GRANT SELECT,USAGE ON SEQUENCE public.conversation_observations_id_seq TO mesh_runtime;
 
@@ -2509,11 +2710,13 @@ GRANT SELECT,INSERT,UPDATE ON TABLE public.conversations TO mesh_runtime;
 GRANT SELECT ON TABLE public.conversations TO mesh_operator;
 GRANT SELECT ON TABLE public.conversations TO mesh_console_reader;
 GRANT SELECT ON TABLE public.conversations TO mesh_eraser;
+GRANT SELECT ON TABLE public.conversations TO mesh_definer;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.embedding_generations TO mesh_runtime;
 GRANT SELECT ON TABLE public.embedding_generations TO mesh_operator;
 GRANT SELECT ON TABLE public.embedding_generations TO mesh_console_reader;
 GRANT SELECT ON TABLE public.embedding_generations TO mesh_eraser;
+GRANT SELECT ON TABLE public.embedding_generations TO mesh_definer;
 
 GRANT SELECT,USAGE ON SEQUENCE public.embedding_generations_id_seq TO mesh_runtime;
 
@@ -2521,65 +2724,79 @@ GRANT SELECT ON TABLE public.erased_messages TO mesh_runtime;
 GRANT SELECT ON TABLE public.erased_messages TO mesh_operator;
 GRANT SELECT ON TABLE public.erased_messages TO mesh_console_reader;
 GRANT SELECT ON TABLE public.erased_messages TO mesh_eraser;
+GRANT SELECT,INSERT ON TABLE public.erased_messages TO mesh_definer;
 
 GRANT SELECT ON TABLE public.erased_revisions TO mesh_runtime;
 GRANT SELECT ON TABLE public.erased_revisions TO mesh_operator;
 GRANT SELECT ON TABLE public.erased_revisions TO mesh_console_reader;
 GRANT SELECT ON TABLE public.erased_revisions TO mesh_eraser;
+GRANT SELECT,INSERT ON TABLE public.erased_revisions TO mesh_definer;
 
 GRANT SELECT ON TABLE public.erasure_fingerprints TO mesh_runtime;
 GRANT SELECT ON TABLE public.erasure_fingerprints TO mesh_operator;
 GRANT SELECT ON TABLE public.erasure_fingerprints TO mesh_console_reader;
 GRANT SELECT ON TABLE public.erasure_fingerprints TO mesh_eraser;
+GRANT SELECT,INSERT ON TABLE public.erasure_fingerprints TO mesh_definer;
 
 GRANT SELECT ON TABLE public.erasures TO mesh_runtime;
 GRANT SELECT ON TABLE public.erasures TO mesh_operator;
 GRANT SELECT ON TABLE public.erasures TO mesh_console_reader;
 GRANT SELECT ON TABLE public.erasures TO mesh_eraser;
+GRANT SELECT,INSERT ON TABLE public.erasures TO mesh_definer;
 
 GRANT SELECT ON TABLE public.evidence_repairs TO mesh_runtime;
 GRANT SELECT ON TABLE public.evidence_repairs TO mesh_operator;
 GRANT SELECT ON TABLE public.evidence_repairs TO mesh_console_reader;
 GRANT SELECT,MAINTAIN ON TABLE public.evidence_repairs TO mesh_eraser;
+GRANT SELECT,INSERT,UPDATE ON TABLE public.evidence_repairs TO mesh_definer;
 
 GRANT SELECT,USAGE ON SEQUENCE public.evidence_repairs_id_seq TO mesh_runtime;
+GRANT USAGE ON SEQUENCE public.evidence_repairs_id_seq TO mesh_definer;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.index_outbox TO mesh_runtime;
 GRANT SELECT ON TABLE public.index_outbox TO mesh_operator;
 GRANT SELECT ON TABLE public.index_outbox TO mesh_console_reader;
 GRANT SELECT ON TABLE public.index_outbox TO mesh_eraser;
+GRANT SELECT,INSERT,UPDATE ON TABLE public.index_outbox TO mesh_definer;
 
 GRANT SELECT,USAGE ON SEQUENCE public.index_outbox_id_seq TO mesh_runtime;
+GRANT USAGE ON SEQUENCE public.index_outbox_id_seq TO mesh_definer;
 
 GRANT SELECT ON TABLE public.lexical_corpus_statistics TO mesh_runtime;
 GRANT SELECT ON TABLE public.lexical_corpus_statistics TO mesh_operator;
 GRANT SELECT ON TABLE public.lexical_corpus_statistics TO mesh_console_reader;
 GRANT SELECT ON TABLE public.lexical_corpus_statistics TO mesh_eraser;
+GRANT SELECT,INSERT,TRUNCATE,UPDATE ON TABLE public.lexical_corpus_statistics TO mesh_definer;
 
 GRANT SELECT ON TABLE public.lexical_statistics_pending TO mesh_runtime;
 GRANT SELECT ON TABLE public.lexical_statistics_pending TO mesh_operator;
 GRANT SELECT ON TABLE public.lexical_statistics_pending TO mesh_console_reader;
 GRANT SELECT,MAINTAIN ON TABLE public.lexical_statistics_pending TO mesh_eraser;
+GRANT SELECT,INSERT,DELETE,TRUNCATE ON TABLE public.lexical_statistics_pending TO mesh_definer;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.lexical_corpus_totals TO mesh_runtime;
 GRANT SELECT ON TABLE public.lexical_corpus_totals TO mesh_operator;
 GRANT SELECT ON TABLE public.lexical_corpus_totals TO mesh_console_reader;
 GRANT SELECT ON TABLE public.lexical_corpus_totals TO mesh_eraser;
+GRANT SELECT ON TABLE public.lexical_corpus_totals TO mesh_definer;
 
 GRANT SELECT ON TABLE public.lexical_term_statistics TO mesh_runtime;
 GRANT SELECT ON TABLE public.lexical_term_statistics TO mesh_operator;
 GRANT SELECT ON TABLE public.lexical_term_statistics TO mesh_console_reader;
 GRANT SELECT,MAINTAIN ON TABLE public.lexical_term_statistics TO mesh_eraser;
+GRANT SELECT,INSERT,DELETE,TRUNCATE,UPDATE ON TABLE public.lexical_term_statistics TO mesh_definer;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.lexical_term_totals TO mesh_runtime;
 GRANT SELECT ON TABLE public.lexical_term_totals TO mesh_operator;
 GRANT SELECT ON TABLE public.lexical_term_totals TO mesh_console_reader;
 GRANT SELECT ON TABLE public.lexical_term_totals TO mesh_eraser;
+GRANT SELECT ON TABLE public.lexical_term_totals TO mesh_definer;
 
 GRANT SELECT ON TABLE public.mcp_access_tokens TO mesh_runtime;
 GRANT SELECT ON TABLE public.mcp_access_tokens TO mesh_operator;
 GRANT SELECT ON TABLE public.mcp_access_tokens TO mesh_console_reader;
 GRANT SELECT ON TABLE public.mcp_access_tokens TO mesh_eraser;
+GRANT SELECT,INSERT,UPDATE ON TABLE public.mcp_access_tokens TO mesh_definer;
 
 GRANT UPDATE(last_used_at) ON TABLE public.mcp_access_tokens TO mesh_runtime;
 
@@ -2587,68 +2804,82 @@ GRANT SELECT,INSERT,UPDATE ON TABLE public.memory_entries TO mesh_runtime;
 GRANT SELECT ON TABLE public.memory_entries TO mesh_operator;
 GRANT SELECT ON TABLE public.memory_entries TO mesh_console_reader;
 GRANT SELECT,MAINTAIN ON TABLE public.memory_entries TO mesh_eraser;
+GRANT SELECT,UPDATE ON TABLE public.memory_entries TO mesh_definer;
 
 GRANT SELECT,INSERT ON TABLE public.memory_entry_revisions TO mesh_runtime;
 GRANT SELECT ON TABLE public.memory_entry_revisions TO mesh_operator;
 GRANT SELECT ON TABLE public.memory_entry_revisions TO mesh_console_reader;
 GRANT SELECT,MAINTAIN ON TABLE public.memory_entry_revisions TO mesh_eraser;
+GRANT SELECT,UPDATE ON TABLE public.memory_entry_revisions TO mesh_definer;
 
 GRANT SELECT,INSERT ON TABLE public.memory_retrieval_events TO mesh_runtime;
 GRANT SELECT ON TABLE public.memory_retrieval_events TO mesh_operator;
 GRANT SELECT ON TABLE public.memory_retrieval_events TO mesh_console_reader;
 GRANT SELECT ON TABLE public.memory_retrieval_events TO mesh_eraser;
+GRANT SELECT ON TABLE public.memory_retrieval_events TO mesh_definer;
 
 GRANT SELECT,INSERT ON TABLE public.messages TO mesh_runtime;
 GRANT SELECT ON TABLE public.messages TO mesh_operator;
 GRANT SELECT ON TABLE public.messages TO mesh_console_reader;
 GRANT SELECT,MAINTAIN ON TABLE public.messages TO mesh_eraser;
+GRANT SELECT,UPDATE ON TABLE public.messages TO mesh_definer;
 
 GRANT SELECT ON TABLE public.operator_actions TO mesh_runtime;
 GRANT SELECT ON TABLE public.operator_actions TO mesh_operator;
 GRANT SELECT ON TABLE public.operator_actions TO mesh_console_reader;
 GRANT SELECT,MAINTAIN ON TABLE public.operator_actions TO mesh_eraser;
+GRANT SELECT,INSERT,UPDATE ON TABLE public.operator_actions TO mesh_definer;
 
 GRANT SELECT,USAGE ON SEQUENCE public.operator_actions_id_seq TO mesh_runtime;
+GRANT USAGE ON SEQUENCE public.operator_actions_id_seq TO mesh_definer;
 
 GRANT SELECT ON TABLE public.revision_audience_summary TO mesh_runtime;
 GRANT SELECT ON TABLE public.revision_audience_summary TO mesh_operator;
 GRANT SELECT ON TABLE public.revision_audience_summary TO mesh_console_reader;
 GRANT SELECT ON TABLE public.revision_audience_summary TO mesh_eraser;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.revision_audience_summary TO mesh_definer;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.revision_embeddings TO mesh_runtime;
 GRANT SELECT ON TABLE public.revision_embeddings TO mesh_operator;
 GRANT SELECT ON TABLE public.revision_embeddings TO mesh_console_reader;
 GRANT SELECT,MAINTAIN ON TABLE public.revision_embeddings TO mesh_eraser;
+GRANT SELECT,DELETE ON TABLE public.revision_embeddings TO mesh_definer;
 
 GRANT SELECT,INSERT ON TABLE public.revision_sources TO mesh_runtime;
 GRANT SELECT ON TABLE public.revision_sources TO mesh_operator;
 GRANT SELECT ON TABLE public.revision_sources TO mesh_console_reader;
 GRANT SELECT ON TABLE public.revision_sources TO mesh_eraser;
+GRANT SELECT,UPDATE ON TABLE public.revision_sources TO mesh_definer;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.runtime_agents TO mesh_runtime;
 GRANT SELECT ON TABLE public.runtime_agents TO mesh_operator;
 GRANT SELECT ON TABLE public.runtime_agents TO mesh_console_reader;
 GRANT SELECT ON TABLE public.runtime_agents TO mesh_eraser;
+GRANT SELECT ON TABLE public.runtime_agents TO mesh_definer;
 
 GRANT SELECT ON TABLE public.sharing_confirmations TO mesh_runtime;
 GRANT SELECT ON TABLE public.sharing_confirmations TO mesh_operator;
 GRANT SELECT ON TABLE public.sharing_confirmations TO mesh_console_reader;
 GRANT SELECT ON TABLE public.sharing_confirmations TO mesh_eraser;
+GRANT SELECT,INSERT ON TABLE public.sharing_confirmations TO mesh_definer;
 
 GRANT SELECT ON TABLE public.sharing_grant_audience TO mesh_runtime;
 GRANT SELECT ON TABLE public.sharing_grant_audience TO mesh_operator;
 GRANT SELECT ON TABLE public.sharing_grant_audience TO mesh_console_reader;
 GRANT SELECT ON TABLE public.sharing_grant_audience TO mesh_eraser;
+GRANT SELECT,INSERT ON TABLE public.sharing_grant_audience TO mesh_definer;
 
 GRANT SELECT ON TABLE public.sharing_grants TO mesh_runtime;
 GRANT SELECT ON TABLE public.sharing_grants TO mesh_operator;
 GRANT SELECT ON TABLE public.sharing_grants TO mesh_console_reader;
-GRANT SELECT ON TABLE public.sharing_grants TO mesh_eraser;
+GRANT SELECT,MAINTAIN ON TABLE public.sharing_grants TO mesh_eraser;
+GRANT SELECT,INSERT,UPDATE ON TABLE public.sharing_grants TO mesh_definer;
 
 GRANT SELECT,INSERT ON TABLE public.sharing_request_audience TO mesh_runtime;
 GRANT SELECT ON TABLE public.sharing_request_audience TO mesh_operator;
 GRANT SELECT ON TABLE public.sharing_request_audience TO mesh_console_reader;
 GRANT SELECT ON TABLE public.sharing_request_audience TO mesh_eraser;
+GRANT SELECT ON TABLE public.sharing_request_audience TO mesh_definer;
 
 ALTER DEFAULT PRIVILEGES FOR ROLE mesh IN SCHEMA public GRANT SELECT,USAGE ON SEQUENCES TO mesh_runtime;
 

@@ -66,6 +66,15 @@ pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
     revoke_temporary_objects(pool).await.map_err(sqlx::migrate::MigrateError::Execute)
 }
 
+/// The versions of this binary's migrations not applied to the database yet (read from
+/// `_sqlx_migrations`, which every product role may read). A process that runs as a role that may
+/// not change the schema (an MCP host's `mesh_runtime` login) checks this instead of migrating.
+pub async fn pending_migrations(pool: &PgPool) -> Result<Vec<i64>, sqlx::Error> {
+    let applied: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success").fetch_all(pool).await?;
+    Ok(MIGRATOR.iter().map(|m| m.version).filter(|version| !applied.contains(version)).collect())
+}
+
 /// Takes TEMPORARY on the database from PUBLIC and the product's roles: none of them uses a
 /// temporary table, and a temporary object is the one kind a caller can make a `SECURITY
 /// DEFINER` function resolve (migration `20261219100000`). Run on every migrate, not once in a migration, because a

@@ -13,10 +13,15 @@
 //!
 //! Tools: `remember`, `recall`, `amend`, `forget`, `request_memory_sharing`. Prompt:
 //! `memory_context` (argument `message`), the section the turn engine injects for that message.
-//! Transports: stdio ([`serve_stdio`]), bound by the launch arguments; streamable HTTP on a
-//! loopback address ([`serve_http`]), where every request carries a bearer token an operator
-//! issued (`mesh-memory mcp token create`), bound the same way ([`crate::store::TokenBinding`]). A
-//! missing, unknown or revoked token gets 401 before anything is read or written.
+//! Transports: stdio ([`serve_stdio`]), bound by an access token an operator issued
+//! (`mesh-memory mcp token create`, given in `MESH_MCP_TOKEN`) and checked again on every call,
+//! or by launch arguments an operator vouched for ([`StdioBinding`]); streamable HTTP on a
+//! loopback address ([`serve_http`]), where every request carries such a token as its bearer
+//! token ([`crate::store::TokenBinding`]). A missing, unknown, revoked or expired token gets 401
+//! (HTTP) or an error (stdio) before anything is read or written.
+//!
+//! No lock is held across calls of different bindings: each binding's lineage session has its
+//! own lock (`Sessions`), so one token's slow call never delays another token's.
 //!
 //! Every malformed message gets an answer (`src/mcp/framing.rs`): at most [`MAX_MESSAGE_BYTES`], checked
 //! before rmcp sees it, refused with a JSON-RPC error and nothing written. Every text a host sends
@@ -82,39 +87,87 @@ impl From<TokenBinding> for McpBinding {
     }
 }
 
+/// Where a stdio server's binding comes from.
+#[derive(Clone)]
+pub enum StdioBinding {
+    /// Launch arguments an operator vouched for (`mcp --agent --conversation --as --operator`).
+    Vouched(McpBinding),
+    /// An access token (`MESH_MCP_TOKEN`), authenticated again before every call, so that its
+    /// revocation or expiry ends the session's calls at once.
+    Token(String),
+}
+
+impl std::fmt::Debug for StdioBinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StdioBinding::Vouched(binding) => f.debug_tuple("Vouched").field(binding).finish(),
+            StdioBinding::Token(_) => f.write_str("Token(<secret>)"),
+        }
+    }
+}
+
 /// Where a server's binding comes from.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 enum Bound {
     /// Launch arguments (stdio).
     Fixed(McpBinding),
+    /// One access token for the whole process (stdio), looked up again on every call.
+    Token(Arc<str>),
     /// Each HTTP request's token, checked before the request reached the server.
     PerToken,
 }
 
-/// The MCP server: a binding, one turn engine, and the lineage of each binding's session (what it
-/// recalled stays lineage of what it later writes).
+/// The lineage session of each binding (what it recalled stays lineage of what it later writes),
+/// each behind its own lock: a call holds only its own session's lock while it runs, so one
+/// token's slow call never delays another token's. The map itself is locked only to find or add
+/// an entry, never across a call.
+#[derive(Clone, Default)]
+struct Sessions(Arc<std::sync::Mutex<HashMap<Uuid, Arc<Mutex<HostedSession>>>>>);
+
+impl Sessions {
+    /// The session of `key` (created empty on first use), to be locked by the caller.
+    fn of(&self, key: Uuid) -> Arc<Mutex<HostedSession>> {
+        let mut sessions = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(sessions.entry(key).or_default())
+    }
+}
+
+/// The MCP server: a binding, one turn engine, and the lineage of each binding's session.
 #[derive(Clone)]
 pub struct MemoryServer {
     engine: TurnEngine,
     bound: Bound,
-    sessions: Arc<Mutex<HashMap<Uuid, HostedSession>>>,
+    sessions: Sessions,
 }
 
 impl MemoryServer {
     /// A server for `binding` over `engine` (built with the one retriever constructor).
-    pub fn new(engine: TurnEngine, binding: McpBinding) -> Self {
-        MemoryServer { engine, bound: Bound::Fixed(binding), sessions: Arc::default() }
+    pub fn new(engine: TurnEngine, binding: StdioBinding) -> Self {
+        let bound = match binding {
+            StdioBinding::Vouched(binding) => Bound::Fixed(binding),
+            StdioBinding::Token(secret) => Bound::Token(secret.into()),
+        };
+        MemoryServer { engine, bound, sessions: Sessions::default() }
     }
 
     /// A server whose every request is bound by its access token ([`serve_http`]).
     fn per_token(engine: TurnEngine) -> Self {
-        MemoryServer { engine, bound: Bound::PerToken, sessions: Arc::default() }
+        MemoryServer { engine, bound: Bound::PerToken, sessions: Sessions::default() }
     }
 
     /// The binding of this request and the key of its lineage session.
-    fn binding(&self, context: &RequestContext<RoleServer>) -> Result<(Uuid, McpBinding), ErrorData> {
+    async fn binding(&self, context: &RequestContext<RoleServer>) -> Result<(Uuid, McpBinding), ErrorData> {
         match &self.bound {
             Bound::Fixed(binding) => Ok((Uuid::nil(), binding.clone())),
+            Bound::Token(secret) => match self.engine.store().authenticate_access_token(secret).await {
+                Ok(Some(token)) => Ok((token.token_id, McpBinding::from(token))),
+                Ok(None) => Err(ErrorData::invalid_request(
+                    "this server's access token (MESH_MCP_TOKEN) is unknown, revoked or expired; nothing was read \
+                     or written",
+                    None,
+                )),
+                Err(_) => Err(ErrorData::new(ErrorCode::INTERNAL_ERROR, "the memory store is unavailable", None)),
+            },
             Bound::PerToken => context
                 .extensions
                 .get::<http::request::Parts>()
@@ -136,7 +189,7 @@ impl MemoryServer {
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let (key, binding) = self.binding(context)?;
+        let (key, binding) = self.binding(context).await?;
         let arguments = Value::Object(request.arguments.unwrap_or_default()).to_string();
         let call = ToolCall { id: "mcp".into(), name: request.name.to_string(), arguments };
         // A call that fails validation writes nothing at all, not even its message.
@@ -144,9 +197,9 @@ impl MemoryServer {
             return Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())]));
         }
         let inbound = self.said(&binding, &format!("[{} via MCP] {}", call.name, call.arguments)).await?;
-        let mut sessions = self.sessions.lock().await;
-        let session = sessions.entry(key).or_default();
-        let outcome = self.engine.run_hosted_call(inbound, &call, session).await.map_err(|e| internal(&e))?;
+        let session = self.sessions.of(key);
+        let mut session = session.lock().await;
+        let outcome = self.engine.run_hosted_call(inbound, &call, &mut session).await.map_err(|e| internal(&e))?;
         let text = outcome.result.to_string();
         Ok(if outcome.status.is_error() {
             CallToolResult::error(vec![ContentBlock::text(text)])
@@ -160,7 +213,7 @@ impl MemoryServer {
         request: GetPromptRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<GetPromptResult, ErrorData> {
-        let (key, binding) = self.binding(context)?;
+        let (key, binding) = self.binding(context).await?;
         if request.name != CONTEXT_PROMPT {
             return Err(ErrorData::invalid_params(
                 format!("no prompt {:?}; the prompt is {CONTEXT_PROMPT}", request.name),
@@ -173,9 +226,9 @@ impl MemoryServer {
         };
         storable("memory_context.message", message)?;
         let inbound = self.said(&binding, message).await?;
-        let mut sessions = self.sessions.lock().await;
-        let session = sessions.entry(key).or_default();
-        let outcome = self.engine.hosted_context(inbound, session).await.map_err(|e| internal(&e))?;
+        let session = self.sessions.of(key);
+        let mut session = session.lock().await;
+        let outcome = self.engine.hosted_context(inbound, &mut session).await.map_err(|e| internal(&e))?;
         Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, outcome.prompt_section())])
             .with_description(format!("memory context (retrieval event {})", outcome.event_id)))
     }
@@ -313,18 +366,28 @@ pub enum McpError {
     /// The transport failed to start or broke.
     #[error("MCP transport: {0}")]
     Transport(String),
+    /// The stdio server's access token is unknown, revoked or expired.
+    #[error("MESH_MCP_TOKEN is not a valid access token (unknown, revoked or expired); ask an operator for one")]
+    TokenRefused,
+    /// The store could not be asked.
+    #[error("the memory store is unavailable: {0}")]
+    Store(#[from] crate::store::StoreError),
     /// `--http` named an address other machines could reach.
     #[error("--http {0}: the HTTP transport listens on loopback addresses only (127.0.0.1 or [::1])")]
     NotLoopback(SocketAddr),
 }
 
 /// Serves `binding` over stdin/stdout until the client disconnects; a malformed line is answered
-/// and the next one read (`framing::Lines`).
+/// and the next one read (`framing::Lines`). A token binding is checked before serving
+/// (`TokenRefused`) and again on every call.
 pub async fn serve_stdio(
     retriever: crate::retrieval::Retriever,
     store: Store,
-    binding: McpBinding,
+    binding: StdioBinding,
 ) -> Result<(), McpError> {
+    if let StdioBinding::Token(secret) = &binding {
+        store.authenticate_access_token(secret).await?.ok_or(McpError::TokenRefused)?;
+    }
     let engine = TurnEngine::new(store, retriever, Arc::new(HostRunsTheModel));
     let service = MemoryServer::new(engine, binding)
         .serve(framing::Lines::new(tokio::io::stdin(), tokio::io::stdout()))

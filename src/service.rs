@@ -32,7 +32,7 @@ pub enum SemanticChoice {
 /// Where the audit digest key of a retriever comes from.
 #[derive(Clone, Debug)]
 pub enum DigestKeyChoice {
-    /// `MESH_AGENT_MASTER_KEY` ([`digest_key_from_environment`]).
+    /// `MESH_AGENT_MASTER_KEY` or `MESH_AUDIT_DIGEST_KEY` ([`digest_key_from_environment`]).
     FromEnvironment,
     /// What the configuration says (`RetrievalConfig::digest_key`, usually none).
     AsConfigured,
@@ -87,9 +87,9 @@ pub enum SetupError {
     /// A weight or limit is out of range.
     #[error(transparent)]
     InvalidConfig(#[from] crate::retrieval::InvalidRetrievalConfig),
-    /// `MESH_AGENT_MASTER_KEY` is too short to key a digest.
+    /// `MESH_AGENT_MASTER_KEY` is too short to key a digest, or `MESH_AUDIT_DIGEST_KEY` is not one.
     #[error(transparent)]
-    WeakMasterKey(#[from] WeakMasterKey),
+    DigestKey(#[from] DigestKeyError),
     /// `MESH_PROMPT_TOKENIZER` names no usable tokenizer.
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
@@ -134,9 +134,40 @@ pub fn configured_retriever(store: &Store, setup: RetrieverSetup) -> Result<Conf
     Ok(ConfiguredRetriever { retriever, semantic_unavailable })
 }
 
-/// The audit digest key from `MESH_AGENT_MASTER_KEY`: `None` when it is unset or empty (no digest
-/// is recorded), an error when it is too short to be a secret. The only reader of that variable.
-pub fn digest_key_from_environment() -> Result<Option<DigestKey>, WeakMasterKey> {
+/// Why the environment's audit digest key was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum DigestKeyError {
+    /// `MESH_AGENT_MASTER_KEY` is too short to be a secret.
+    #[error(transparent)]
+    WeakMasterKey(#[from] WeakMasterKey),
+    /// `MESH_AUDIT_DIGEST_KEY` is not 64 hex digits.
+    #[error("MESH_AUDIT_DIGEST_KEY must be the 64 hex digits `mesh-memory mcp digest-key` prints")]
+    Malformed,
+    /// Both variables are set and name different keys.
+    #[error("MESH_AUDIT_DIGEST_KEY is not the digest key of MESH_AGENT_MASTER_KEY; set only one of them")]
+    Disagrees,
+}
+
+/// The audit digest key: derived from `MESH_AGENT_MASTER_KEY`, or given as such in
+/// `MESH_AUDIT_DIGEST_KEY` (what an MCP host sets, so that it digests its searches as the runtime
+/// does without holding the master key, which also keys erasure fingerprints). `None` when both
+/// are unset or empty (no digest is recorded); an error when the master key is too short, the
+/// digest key is not 64 hex digits, or both are set and disagree.
+pub fn digest_key_from_environment() -> Result<Option<DigestKey>, DigestKeyError> {
+    let derived = digest_key_from_master_key()?;
+    let given = std::env::var_os("MESH_AUDIT_DIGEST_KEY")
+        .filter(|value| !value.is_empty())
+        .map(|value| value.to_str().and_then(DigestKey::from_hex).ok_or(DigestKeyError::Malformed))
+        .transpose()?;
+    match (derived, given) {
+        (Some(derived), Some(given)) if derived != given => Err(DigestKeyError::Disagrees),
+        (derived, given) => Ok(derived.or(given)),
+    }
+}
+
+/// The audit digest key derived from `MESH_AGENT_MASTER_KEY` alone (`mesh-memory mcp digest-key`
+/// prints it for a host's `MESH_AUDIT_DIGEST_KEY`).
+pub fn digest_key_from_master_key() -> Result<Option<DigestKey>, WeakMasterKey> {
     master_key_from_environment().map(|key| DigestKey::from_master_key(&key)).transpose()
 }
 

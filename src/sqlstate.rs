@@ -16,7 +16,7 @@
 //! | `MM004` | `StaleRequest`                 | the requested revision is no longer its entry's current one    | `mesh_sharing_request_decidable` |
 //! | `MM005` | `ConfirmationNotAuthenticated` | the confirming message is not an authenticated direct message received after the request | `mesh_confirm_sharing_by_source_actor` |
 //! | `MM006` | `NotSourceActor`               | the confirming person is not a voice of the revision still to confirm | `mesh_confirm_sharing_by_source_actor` |
-//! | `MM007` | `ReasonRequired`               | an operator action needs a reason of 1 to 2000 characters      | `mesh_operator_approve_sharing`, `mesh_operator_deny_sharing`, `mesh_operator_erase`, `mesh_operator_revoke_grant`, `mesh_operator_revoke_access_token` |
+//! | `MM007` | `ReasonRequired`               | an operator action needs a reason of 1 to 2000 characters      | `mesh_operator_approve_sharing`, `mesh_operator_deny_sharing`, `mesh_operator_erase`, `mesh_operator_issue_access_token`, `mesh_operator_revoke_grant`, `mesh_operator_revoke_access_token` |
 //! | `MM008` | `UnknownGrant`                 | the sharing grant does not exist                               | `mesh_operator_revoke_grant` |
 //! | `MM009` | `UnknownAccessToken`           | the MCP access token does not exist                            | `mesh_operator_revoke_access_token` |
 //! | `MM010` | `AlreadyRevoked`               | the sharing grant or access token was revoked already          | `mesh_operator_revoke_grant`, `mesh_operator_revoke_access_token` |
@@ -114,6 +114,7 @@ impl ProjectSqlState {
                 "mesh_operator_approve_sharing",
                 "mesh_operator_deny_sharing",
                 "mesh_operator_erase",
+                "mesh_operator_issue_access_token",
                 "mesh_operator_revoke_access_token",
                 "mesh_operator_revoke_grant",
             ],

@@ -164,12 +164,14 @@ async fn operator_and_reader_roles_sign_in_with_their_own_rights() {
     drop_role(&db, &reader).await;
 }
 
-/// A token's revocation time and the `role:action:reason` rows logged on it.
+/// A token's revocation time and the `role:action:reason` revocations logged on it (its issue is
+/// logged too).
 async fn token_record(db: &common::TestDb, token: uuid::Uuid) -> (bool, Vec<String>) {
     sqlx::query_as(
         "SELECT t.revoked_at IS NOT NULL,
                 coalesce((SELECT array_agg(o.role_name || ':' || o.action || ':' || o.reason ORDER BY o.id)
-                            FROM operator_actions o WHERE o.target_id = t.id), '{}')
+                            FROM operator_actions o
+                           WHERE o.target_id = t.id AND o.action = 'revoke_access_token'), '{}')
            FROM mcp_access_tokens t WHERE t.id = $1",
     )
     .bind(token)
@@ -184,7 +186,7 @@ async fn console_lists_access_tokens_labelled_and_only_operators_revoke_them() {
     let world = World::new(&db.store, "token-agent").await;
     let ana = world.person("Ana", "U1").await;
     let chan = world.conversation("C-ENG", Topology::Channel, &[&ana]).await;
-    let token = db.store.issue_access_token(world.agent, chan, "U1", "Ana's laptop").await.unwrap();
+    let token = common::issue_token(&db, world.agent, chan, "U1", "Ana's laptop").await;
     let operator = unique_role("t_op");
     let reader = unique_role("t_reader");
     create_console_role(&db.pool, &operator, "operator-password-1", ConsoleRoleKind::Operator).await.unwrap();

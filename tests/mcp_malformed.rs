@@ -128,7 +128,7 @@ async fn world(db: &TestDb) -> String {
     let world = World::new(&db.store, "assistant").await;
     let priya = world.person("Priya", "U456").await;
     let dm = world.conversation("D-PRIYA", Topology::Direct, &[&priya]).await;
-    db.store.issue_access_token(world.agent, dm, "U456", "hostile host").await.unwrap().secret
+    common::issue_token(db, world.agent, dm, "U456", "hostile host").await.secret
 }
 
 /// `mesh-memory mcp` on stdio, written to and read from as raw lines.
@@ -139,20 +139,12 @@ struct StdioServer {
 }
 
 impl StdioServer {
-    fn start(db: &TestDb) -> Self {
+    /// Bound by `token`, as README's host configuration binds it.
+    fn start(db: &TestDb, token: &str) -> Self {
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mesh-memory"))
-            .args([
-                "--database-url",
-                &db.url,
-                "mcp",
-                "--agent",
-                "assistant",
-                "--conversation",
-                "D-PRIYA",
-                "--as",
-                "U456",
-            ])
+            .args(["--database-url", &db.url, "mcp"])
             .env("MESH_EMBEDDER", "none")
+            .env("MESH_MCP_TOKEN", token)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -189,8 +181,8 @@ impl StdioServer {
 #[tokio::test]
 async fn every_malformed_line_on_stdio_is_answered_and_the_server_keeps_serving() {
     let db = test_db().await;
-    world(&db).await;
-    let mut server = StdioServer::start(&db);
+    let token = world(&db).await;
+    let mut server = StdioServer::start(&db, &token);
     // Even before the handshake.
     server.send(b"{").await;
     assert_error(&server.answer(CALL, "before initialize").await, -32700, &Value::Null, "before initialize");

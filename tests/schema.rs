@@ -175,6 +175,7 @@ const DEFINER_CALLERS: &[(&str, &[&str])] = &[
     ("mesh_operator_approve_sharing", &["mesh_operator"]),
     ("mesh_operator_deny_sharing", &["mesh_operator"]),
     ("mesh_operator_erase", &["mesh_eraser"]),
+    ("mesh_operator_issue_access_token", &["mesh_operator"]),
     ("mesh_operator_revoke_access_token", &["mesh_operator"]),
     ("mesh_operator_revoke_grant", &["mesh_operator"]),
 ];

@@ -6,7 +6,8 @@
 //!   under an authenticated direct message (`privacy::sharing::create_request`; three of them for
 //!   the stale-approval checks), two memories from a conversation of unknown topology (unknown
 //!   audience evidence, for evidence review), an MCP access token for Priya in #engineering
-//!   (`Store::issue_access_token`, as `mesh-memory mcp token create` issues it) and a browse-only
+//!   (`OperatorSession::issue_access_token`, as `mesh-memory mcp token create` issues it, by an
+//!   operator role made for it and dropped again) and a browse-only
 //!   login role. Prints the ids as JSON.
 //!   (No second operator yet: the console's first run must still find no operator role.)
 //! - `grant <request-id>`: prints the grant of that request as JSON (role recorded, audience).
@@ -156,8 +157,10 @@ async fn seed(store: &Store, admin: &sqlx::PgPool) -> Result<serde_json::Value> 
         stale.insert(name.into(), serde_json::json!({ "entry": entry.to_string(), "request": request.to_string() }));
     }
 
-    // An MCP access token, issued as the CLI issues it; the console revokes it.
-    let token = store.issue_access_token(demo.agent, engineering, "U456", "Priya's laptop (Claude Desktop)").await?;
+    // An MCP access token, issued as `mcp token create` issues it: by an operator, with a reason
+    // the database records (a role made for this and dropped again, so that the console's first
+    // run still finds no operator role); the console revokes it.
+    let token = issue_token(admin, demo.agent, engineering).await?;
 
     let reader_password = "reader-password-e2e";
     mesh_memory::store::create_console_role(admin, "console_reader", reader_password, ConsoleRoleKind::Reader).await?;
@@ -175,10 +178,41 @@ async fn seed(store: &Store, admin: &sqlx::PgPool) -> Result<serde_json::Value> 
         "alex": alex_kim.to_string(),
         "stale": stale,
         "token_id": token.id.to_string(),
+        "token_issue": format!("{TOKEN_ISSUER}:issue_access_token:{TOKEN_ISSUE_REASON}"),
         "reader_role": "console_reader",
         "reader_password": reader_password,
         "other_operator": OTHER_OPERATOR,
     }))
+}
+
+/// The role that issues the fixture's token (dropped again once it has).
+const TOKEN_ISSUER: &str = "fixture_token_issuer";
+/// The reason recorded with that issue.
+const TOKEN_ISSUE_REASON: &str = "Priya's Claude Desktop (e2e fixture)";
+
+/// Priya's token in #engineering, issued through the operator layer by [`TOKEN_ISSUER`].
+async fn issue_token(
+    admin: &sqlx::PgPool,
+    agent: AgentId,
+    conversation: ConversationId,
+) -> Result<mesh_memory::store::IssuedToken> {
+    use mesh_memory::operator::{self, OperatorSession, TokenBindingRequest};
+    let password = "issuer-password-e2e";
+    operator::create_console_role(admin, TOKEN_ISSUER, password, ConsoleRoleKind::Operator).await?;
+    let server = (*admin.connect_options()).clone();
+    let issuer = OperatorSession::sign_in(&server, TOKEN_ISSUER, password).await?;
+    let request = TokenBindingRequest {
+        agent,
+        conversation,
+        external_id: "U456",
+        label: "Priya's laptop (Claude Desktop)",
+        expires_at: None,
+    };
+    let issued = issuer.issue_access_token(&request, TOKEN_ISSUE_REASON).await;
+    issuer.close().await;
+    // The name is a constant of this file.
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP ROLE {TOKEN_ISSUER}"))).execute(admin).await?;
+    Ok(issued?)
 }
 
 /// Alex Kim's authenticated direct conversation with the agent.

@@ -117,7 +117,7 @@ impl Console {
         if !store::operator_login_roles(&o.admin).await?.is_empty() {
             return Err(ConsoleError::new(ErrorKind::Conflict, "an operator role exists already; sign in with it"));
         }
-        store::create_console_role(&o.admin, role, password, store::ConsoleRoleKind::Operator).await?;
+        mesh_memory::operator::create_console_role(&o.admin, role, password, store::ConsoleRoleKind::Operator).await?;
         self.sign_in(role, password).await
     }
 

@@ -3,15 +3,23 @@
 //! and not the store's write functions (`tests/architecture.rs` checks it), so an action leaves
 //! the same audit row whichever shell an operator used:
 //!
-//! - actions run under the operator's own PostgreSQL login role ([`OperatorSession`]), with a
-//!   required reason, through the `SECURITY DEFINER` functions that record that role and the
-//!   reason in `operator_actions`; the session knows what the role may do and refuses the rest
-//!   with the reason the shell shows (the database refuses it again on its own);
+//! - actions run under the operator's own PostgreSQL login role ([`OperatorSession`]), never a
+//!   superuser's, with a required reason, through the `SECURITY DEFINER` functions that record
+//!   that role and the reason in `operator_actions`; the session knows what the role may do and
+//!   refuses the rest with the reason the shell shows (the database refuses it again on its own);
+//! - every text an operator sends (reasons, notes, labels, role names, passwords) passes one
+//!   check ([`input`]) before anything reaches the database: bad text is a typed error naming the
+//!   field ([`OperatorError::Input`]) and nothing is written;
 //! - the read models ([`sharing_queue`], [`access_tokens`], [`explain`]) are the views the shells
 //!   render, and [`mcp_binding`] is the one check of who an MCP session speaks as.
 
+pub mod input;
+
+use chrono::{DateTime, Utc};
 use sqlx::postgres::PgConnectOptions;
 use uuid::Uuid;
+
+pub use input::{InputProblem, InputRefused};
 
 use crate::erasure::{
     self, ErasureError, ErasureOptions, ErasurePreview, ErasureReport, ErasureScope, ErasureVerification,
@@ -29,6 +37,10 @@ pub enum OperatorError {
     /// The signed-in role may not do this; the text says why and how to get the right.
     #[error("{0}")]
     Forbidden(String),
+    /// A text the operator sent is not acceptable (NUL, control characters, empty, too long);
+    /// nothing was sent to the database.
+    #[error(transparent)]
+    Input(#[from] InputRefused),
     /// A store read or write failed (unknown id, bad input, database error...).
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -44,6 +56,35 @@ pub enum OperatorError {
     /// An erasure was refused or failed; nothing was erased.
     #[error(transparent)]
     Erasure(#[from] ErasureError),
+}
+
+/// What an issued token binds: the agent, the conversation every call is made in, the speaker's
+/// connector id on that conversation's connector; and its label and expiry.
+#[derive(Clone, Debug)]
+pub struct TokenBindingRequest<'a> {
+    /// The runtime agent whose memory is used.
+    pub agent: AgentId,
+    /// The conversation.
+    pub conversation: ConversationId,
+    /// The speaker's connector id (`U456`).
+    pub external_id: &'a str,
+    /// What the token is for (shown in listings; may be empty, at most 200 characters).
+    pub label: &'a str,
+    /// When it stops authenticating (`None`: until revoked).
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// Creates a console login role (`kind`'s group) on a connection with CREATEROLE (the embedded
+/// cluster's first run), after the one check of its name and password ([`input`]).
+pub async fn create_console_role(
+    admin: &sqlx::PgPool,
+    name: &str,
+    password: &str,
+    kind: store::ConsoleRoleKind,
+) -> Result<(), OperatorError> {
+    input::check(input::ROLE, name)?;
+    input::check(input::PASSWORD, password)?;
+    Ok(store::create_console_role(admin, name, password, kind).await?)
 }
 
 /// A signed-in operator: a pool authenticated as their own login role, and what it may do.
@@ -69,13 +110,28 @@ pub struct SharingDecision {
 impl OperatorSession {
     /// Signs in to the server of `server` as `role` with `password` and reads what the role may
     /// do from the server's own privilege checks. A wrong password or unknown role is the
-    /// server's authentication error.
+    /// server's authentication error. A superuser is refused (`Forbidden`): it bypasses every
+    /// privilege check the operator layer and the console rely on, so what the session shows it
+    /// may do would not be what it can do.
     pub async fn sign_in(server: &PgConnectOptions, role: &str, password: &str) -> Result<Self, OperatorError> {
         let role = role.trim();
-        if role.is_empty() || password.is_empty() {
-            return Err(StoreError::invalid("role", "enter the role name and its password").into());
-        }
+        input::check(input::ROLE, role)?;
+        input::check(input::PASSWORD, password)?;
         let pool = store::connect_as(server, role, password).await?;
+        match store::login_is_superuser(&pool).await {
+            Ok(false) => {}
+            Ok(true) => {
+                pool.close().await;
+                return Err(OperatorError::Forbidden(format!(
+                    "role {role} is a superuser: sign in with your own operator role (a member of mesh_operator) \
+                     instead; a superuser bypasses every privilege the console and the operator commands rely on"
+                )));
+            }
+            Err(err) => {
+                pool.close().await;
+                return Err(err.into());
+            }
+        }
         let rights = store::operator_rights(&pool).await?;
         Ok(Self { store: Store::new(pool), rights })
     }
@@ -116,6 +172,7 @@ impl OperatorSession {
         approve: bool,
         reason: &str,
     ) -> Result<SharingDecision, OperatorError> {
+        input::check(input::REASON, reason)?;
         self.require(|r| r.can_approve, "this role may not approve or deny sharing requests")?;
         let grant = sharing::decide_as_operator(self.store.pool(), request, approve, reason).await?;
         Ok(SharingDecision { request_id: request, grant, decided_by: self.role().to_owned() })
@@ -124,9 +181,52 @@ impl OperatorSession {
     /// Revokes an MCP access token at once, with a reason, through
     /// `mesh_operator_revoke_access_token` (its next request gets 401). Returns the role recorded.
     pub async fn revoke_access_token(&self, token: Uuid, reason: &str) -> Result<String, OperatorError> {
+        input::check(input::REASON, reason)?;
         self.require(|r| r.can_revoke_tokens, "this role may not revoke access tokens")?;
         Store::revoke_access_token_as_operator(self.store.pool(), token, reason).await?;
         Ok(self.role().to_owned())
+    }
+
+    /// Issues an MCP access token bound to `agent`, `conversation` and the speaker with connector
+    /// id `external_id` (a member of it now: [`mcp_binding`], read with this role's privileges),
+    /// with a label, an optional expiry and a reason, through `mesh_operator_issue_access_token`,
+    /// which records the role, the reason, the binding and the expiry in `operator_actions`. The
+    /// secret is returned this once; only its hash is stored. Nothing is written on error.
+    pub async fn issue_access_token(
+        &self,
+        binding: &TokenBindingRequest<'_>,
+        reason: &str,
+    ) -> Result<store::IssuedToken, OperatorError> {
+        input::check(input::REASON, reason)?;
+        input::check(input::LABEL, binding.label)?;
+        input::check(input::SPEAKER, binding.external_id)?;
+        if binding.expires_at.is_some_and(|at| at <= Utc::now()) {
+            return Err(InputRefused { field: "expires_at", problem: InputProblem::Past }.into());
+        }
+        self.require(|r| r.can_revoke_tokens, "this role may not issue access tokens")?;
+        let speaker = mcp_binding(&self.store, binding.agent, binding.conversation, binding.external_id).await?;
+        let request = store::TokenRequest {
+            binding: &speaker,
+            label: binding.label.trim(),
+            expires_at: binding.expires_at,
+            reason,
+        };
+        Ok(Store::issue_access_token_as_operator(self.store.pool(), &request).await?)
+    }
+
+    /// Checks a binding this operator vouches for (`mcp --agent --conversation --as` on stdio, an
+    /// operator's own scripted use): the role must be one that may issue tokens, since the binding
+    /// is what a token would carry; the speaker must be a member of the conversation now
+    /// ([`mcp_binding`], read with this role's privileges).
+    pub async fn vouch_for_binding(
+        &self,
+        agent: AgentId,
+        conversation: ConversationId,
+        external_id: &str,
+    ) -> Result<store::SpeakerBinding, OperatorError> {
+        input::check(input::SPEAKER, external_id)?;
+        self.require(|r| r.can_revoke_tokens, "this role may not bind MCP sessions (it may not issue tokens)")?;
+        mcp_binding(&self.store, agent, conversation, external_id).await
     }
 
     /// Reviews one source of unknown audience evidence: its proven audience, or left unknown with
@@ -137,6 +237,7 @@ impl OperatorSession {
         decision: &EvidenceReviewDecision,
         note: &str,
     ) -> Result<ReviewedSource, OperatorError> {
+        input::check(input::NOTE, note)?;
         self.require(|r| r.can_review_evidence, "this role may not review audience evidence")?;
         Ok(repair::review_evidence(self.store.pool(), source, decision, note).await?)
     }
@@ -154,6 +255,7 @@ impl OperatorSession {
         reason: &str,
         options: &ErasureOptions,
     ) -> Result<ErasureReport, OperatorError> {
+        input::check(input::REASON, reason)?;
         self.require_erase()?;
         Ok(erasure::execute(self.store.pool(), scope, confirmed, reason, options).await?)
     }
@@ -240,23 +342,10 @@ pub async fn explain(
     Ok(views::explanation(store, agent, entry, conversation).await?)
 }
 
-/// Issues an MCP access token bound to `agent`, `conversation` and the speaker with connector
-/// id `external_id` ([`mcp_binding`] checks them); the secret is returned this once, only its hash
-/// is stored.
-pub async fn issue_access_token(
-    store: &Store,
-    agent: AgentId,
-    conversation: ConversationId,
-    external_id: &str,
-    label: &str,
-) -> Result<store::IssuedToken, OperatorError> {
-    Ok(store.issue_access_token(agent, conversation, external_id, label).await?)
-}
-
 /// Who an MCP session speaks as: the speaker with connector id `external_id` on the
 /// conversation's connector, who must be a member of it now (a token or a stdio session for
-/// anyone else would only ever get closed audiences). The one check behind `mcp --as`, `mcp token
-/// create` and [`Store::issue_access_token`].
+/// anyone else would only ever get closed audiences). The one check behind `mcp --as` and
+/// [`OperatorSession::issue_access_token`] (`mcp token create`).
 pub async fn mcp_binding(
     store: &Store,
     agent: AgentId,

@@ -293,6 +293,19 @@ impl DigestKey {
         derive_subkey(master, QUERY_DIGEST_INFO).map(DigestKey)
     }
 
+    /// The key as 64 lower-case hex digits, for a process that must digest queries without
+    /// holding the master key (`MESH_AUDIT_DIGEST_KEY`, printed by `mesh-memory mcp digest-key`).
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    /// The key from [`DigestKey::to_hex`]'s form; `None` unless exactly 64 hex digits.
+    pub fn from_hex(text: &str) -> Option<DigestKey> {
+        let mut key = [0u8; 32];
+        hex::decode_to_slice(text.trim(), &mut key).ok()?;
+        Some(DigestKey(key))
+    }
+
     /// HMAC-SHA256 of the query text under this key (32 bytes).
     pub fn digest(&self, query: &str) -> Vec<u8> {
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC accepts any key length");
@@ -300,6 +313,15 @@ impl DigestKey {
         mac.finalize().into_bytes().to_vec()
     }
 }
+
+/// Keys compare by their bytes (two configurations agree on the digest they record).
+impl PartialEq for DigestKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for DigestKey {}
 
 impl fmt::Debug for DigestKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -3,8 +3,9 @@
 //! A token binds one runtime agent, one conversation and one connector identity (the speaker),
 //! as a stdio server is bound by its launch arguments: whoever holds it speaks as that identity in
 //! that conversation, and nothing in a request can change that. Tokens are 256 random bits shown
-//! once at issue; only their SHA-256 is stored, revocation is immediate (every request looks its
-//! token up), and the last use is recorded.
+//! once at issue; only their SHA-256 is stored, revocation and expiry are immediate (every request
+//! looks its token up), and the last use is recorded. Issuing and revoking are operator actions,
+//! each through a SECURITY DEFINER function that records the operator's role and reason.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -58,26 +59,42 @@ pub struct AccessTokenView {
     pub last_used_at: Option<DateTime<Utc>>,
     /// Revoked, if so.
     pub revoked_at: Option<DateTime<Utc>>,
+    /// When it stops authenticating, if it was issued with an expiry.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl AccessTokenView {
+    /// Whether the token has expired by `now` (it then authenticates nothing, as if revoked).
+    pub fn expired_at(&self, now: DateTime<Utc>) -> bool {
+        self.expires_at.is_some_and(|at| at <= now)
+    }
 }
 
 /// One line of `mesh-memory mcp token list`: id, binding, issue time, last use or revocation,
-/// label (the console's token table shows the same fields).
+/// expiry, label (the console's token table shows the same fields).
 impl std::fmt::Display for AccessTokenView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let minute = |at: DateTime<Utc>| at.format("%Y-%m-%d %H:%M").to_string();
         let state = match (self.revoked_at, self.last_used_at) {
-            (Some(at), _) => format!("revoked {}", at.format("%Y-%m-%d %H:%M")),
-            (None, Some(at)) => format!("last used {}", at.format("%Y-%m-%d %H:%M")),
+            (Some(at), _) => format!("revoked {}", minute(at)),
+            (None, Some(at)) => format!("last used {}", minute(at)),
             (None, None) => "never used".to_owned(),
+        };
+        let expiry = match self.expires_at {
+            None => "no expiry".to_owned(),
+            Some(at) if self.expired_at(Utc::now()) => format!("expired {}", minute(at)),
+            Some(at) => format!("expires {}", minute(at)),
         };
         write!(
             f,
-            "{}  {} in {} as {}  created {}  {}  {}",
+            "{}  {} in {} as {}  created {}  {}  {}  {}",
             self.id,
             self.agent_name,
             self.conversation,
             self.speaker,
-            self.created_at.format("%Y-%m-%d %H:%M"),
+            minute(self.created_at),
             state,
+            expiry,
             self.label
         )
     }
@@ -108,6 +125,22 @@ pub struct IssuedToken {
     pub id: Uuid,
     /// The bearer secret (`mmt_` and 64 hex digits).
     pub secret: String,
+    /// When it stops authenticating, if ever.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// What an operator asks for when issuing a token: the checked binding, a label, an optional
+/// expiry and the reason recorded with the action.
+#[derive(Clone, Debug)]
+pub struct TokenRequest<'a> {
+    /// Who the token speaks as, where ([`Store::speaker_binding`]).
+    pub binding: &'a SpeakerBinding,
+    /// What the token is for (shown in listings; may be empty).
+    pub label: &'a str,
+    /// When it stops authenticating (`None`: until revoked).
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Why it is issued (recorded in `operator_actions`).
+    pub reason: &'a str,
 }
 
 /// The stored form of a secret.
@@ -116,39 +149,6 @@ fn token_hash(secret: &str) -> Vec<u8> {
 }
 
 impl Store {
-    /// Issues a token binding `agent`, `conversation` (the agent's) and the speaker with
-    /// connector id `external_id` on that conversation's connector. `UnknownReference` when the
-    /// conversation is not the agent's; `InvalidInput` when no such identity exists, the speaker is
-    /// not a member of the conversation now, or the label is longer than 200 characters. Nothing is
-    /// written on error.
-    pub async fn issue_access_token(
-        &self,
-        agent: AgentId,
-        conversation: ConversationId,
-        external_id: &str,
-        label: &str,
-    ) -> Result<IssuedToken, StoreError> {
-        if label.chars().count() > 200 {
-            return Err(StoreError::invalid("label", "must be at most 200 characters"));
-        }
-        let binding = self.speaker_binding(agent, conversation, external_id).await?;
-        let secret = format!("mmt_{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple());
-        let id = Uuid::now_v7();
-        sqlx::query(
-            "INSERT INTO mcp_access_tokens (id, token_hash, runtime_agent_id, conversation_id, identity_id, label)
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(id)
-        .bind(token_hash(&secret))
-        .bind(agent)
-        .bind(conversation)
-        .bind(binding.identity)
-        .bind(label.trim())
-        .execute(&self.pool)
-        .await?;
-        Ok(IssuedToken { id, secret })
-    }
-
     /// Who an MCP session (a token, or `mcp --as` over stdio) speaks as: the speaker with connector
     /// id `external_id` on the conversation's connector. `UnknownReference` when the conversation is
     /// not the agent's; `InvalidInput` when no such identity exists or the speaker is not a member
@@ -171,13 +171,14 @@ impl Store {
         Ok(SpeakerBinding { agent, conversation, connector, external_id: external_id.to_owned(), identity, actor })
     }
 
-    /// The binding of a live token, recording its use; `None` for a token that is unknown or
-    /// revoked (the two are not told apart). One statement.
+    /// The binding of a live token, recording its use; `None` for a token that is unknown,
+    /// revoked or expired (the three are not told apart). One statement.
     pub async fn authenticate_access_token(&self, secret: &str) -> Result<Option<TokenBinding>, StoreError> {
         let row: Option<(Uuid, AgentId, ConversationId, String, String)> = sqlx::query_as(
             "UPDATE mcp_access_tokens t SET last_used_at = now()
                FROM connector_identities ci
-              WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND ci.id = t.identity_id
+              WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
+                AND ci.id = t.identity_id
              RETURNING t.id, t.runtime_agent_id, t.conversation_id, ci.connector, ci.external_id",
         )
         .bind(token_hash(secret))
@@ -198,7 +199,7 @@ impl Store {
             "SELECT t.id, t.runtime_agent_id, ra.name AS agent_name, t.conversation_id,
                     c.external_channel_id AS conversation, c.title AS conversation_title, ci.actor_id,
                     ci.external_id AS speaker, t.label,
-                    t.created_at, t.last_used_at, t.revoked_at
+                    t.created_at, t.last_used_at, t.revoked_at, t.expires_at
                FROM mcp_access_tokens t
                JOIN runtime_agents ra ON ra.id = t.runtime_agent_id
                JOIN conversations c ON c.id = t.conversation_id
@@ -209,6 +210,34 @@ impl Store {
         .bind(agent)
         .fetch_all(&self.pool)
         .await?)
+    }
+
+    /// An operator's issue (`operator::OperatorSession::issue_access_token`): through the SECURITY
+    /// DEFINER function `mesh_operator_issue_access_token` under the operator's own login role
+    /// (`operator_pool`), which checks the binding again, stores the token's hash and records the
+    /// role, the reason, the binding and the expiry in `operator_actions`. The secret is made here
+    /// and never sent. `InvalidInput` for a missing reason, a label over 200 characters, an expiry
+    /// not in the future or a binding the database refuses. Nothing is written on error.
+    pub async fn issue_access_token_as_operator(
+        operator_pool: &sqlx::PgPool,
+        request: &TokenRequest<'_>,
+    ) -> Result<IssuedToken, StoreError> {
+        let secret = format!("mmt_{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple());
+        let id = Uuid::now_v7();
+        let binding = request.binding;
+        sqlx::query("SELECT mesh_operator_issue_access_token($1, $2, $3, $4, $5, $6, $7, $8)")
+            .bind(id)
+            .bind(token_hash(&secret))
+            .bind(binding.agent)
+            .bind(binding.conversation)
+            .bind(binding.identity)
+            .bind(request.label)
+            .bind(request.expires_at)
+            .bind(request.reason)
+            .execute(operator_pool)
+            .await
+            .map_err(issue_refused)?;
+        Ok(IssuedToken { id, secret, expires_at: request.expires_at })
     }
 
     /// An operator's revocation (`operator::OperatorSession::revoke_access_token`): through the SECURITY DEFINER function
@@ -235,5 +264,20 @@ impl Store {
                 Some(ProjectSqlState::AlreadyRevoked) => StoreError::invalid("token", "this token was revoked already"),
                 _ => StoreError::Database(e),
             })
+    }
+}
+
+/// The typed error of a refused `mesh_operator_issue_access_token` call: the reason (MM007), a
+/// label, expiry or binding the function refused (`invalid_parameter_value`, its message naming
+/// what), or the database error.
+fn issue_refused(error: sqlx::Error) -> StoreError {
+    if ProjectSqlState::of(&error) == Some(ProjectSqlState::ReasonRequired) {
+        return StoreError::invalid("reason", "issuing a token needs a reason of 1 to 2000 characters");
+    }
+    let refused =
+        error.as_database_error().filter(|db| db.code().as_deref() == Some("22023")).map(|db| db.message().to_owned());
+    match refused {
+        Some(message) => StoreError::invalid("token", message),
+        None => StoreError::Database(error),
     }
 }

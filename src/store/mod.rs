@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use sqlx::PgPool;
 
-pub use access_tokens::{AccessTokenView, IssuedToken, SpeakerBinding, TokenBinding};
+pub use access_tokens::{AccessTokenView, IssuedToken, SpeakerBinding, TokenBinding, TokenRequest};
 pub use conversation::{
     ClosedAudience, ConversationChoice, ConversationSummary, DestinationAudience, Direction, LineageMessage,
     Membership, NewConversation, NewMessage, Topology,
@@ -42,8 +42,8 @@ pub use memory::{
 };
 pub use memory_browser::{BrowseFilter, EntryPage, EntrySummary};
 pub use operators::{
-    connect_as, create_console_role, operator_login_roles, operator_rights, scram_verifier, validate_role_name,
-    ConsoleRoleKind, OperatorRights, MIN_OPERATOR_PASSWORD_CHARS,
+    connect_as, create_console_role, login_is_superuser, operator_login_roles, operator_rights, scram_verifier,
+    validate_role_name, ConsoleRoleKind, OperatorRights, MIN_OPERATOR_PASSWORD_CHARS,
 };
 
 /// The most rows one page of a console list may hold; larger requests are clamped, so a caller

@@ -148,6 +148,12 @@ pub async fn connect_as(server: &PgConnectOptions, role: &str, password: &str) -
         .await?)
 }
 
+/// Whether the login role behind `pool` is a superuser (who bypasses every privilege check, so
+/// the operator layer refuses to sign it in).
+pub async fn login_is_superuser(pool: &PgPool) -> Result<bool, StoreError> {
+    Ok(sqlx::query_scalar("SELECT rolsuper FROM pg_roles WHERE rolname = session_user").fetch_one(pool).await?)
+}
+
 /// What the role behind `pool` may do, read from the server's own privilege checks (so the UI
 /// disables exactly what the database would refuse, and says why).
 pub async fn operator_rights(pool: &PgPool) -> Result<OperatorRights, StoreError> {
@@ -183,7 +189,7 @@ pub async fn operator_rights(pool: &PgPool) -> Result<OperatorRights, StoreError
     } else if !can_approve || !can_review_evidence || !can_revoke_tokens {
         Some(format!(
             "role {role} is not a member of mesh_operator, so it can browse but not approve or deny sharing \
-             requests, review audience evidence or revoke access tokens; ask an administrator to GRANT \
+             requests, review audience evidence or issue or revoke access tokens; ask an administrator to GRANT \
              mesh_operator TO {role}"
         ))
     } else {

@@ -528,3 +528,32 @@ pub async fn erase_as_owner(pool: &PgPool, scope: &str, target: uuid::Uuid) {
         .await
         .unwrap();
 }
+
+/// An MCP access token for the speaker `external_id` in `conversation`, issued as operators issue
+/// them: by a new member of `mesh_operator` signed in through the operator layer, with a reason
+/// (recorded in `operator_actions`).
+#[allow(dead_code)]
+pub async fn issue_token(
+    db: &TestDb,
+    agent: AgentId,
+    conversation: ConversationId,
+    external_id: &str,
+    label: &str,
+) -> mesh_memory::store::IssuedToken {
+    let (role, password, pool) = login_role_with_password(db, "mm_issuer", "mesh_operator").await;
+    pool.close().await;
+    let session = mesh_memory::operator::OperatorSession::sign_in(&db.options, &role, &password).await.unwrap();
+    let request =
+        mesh_memory::operator::TokenBindingRequest { agent, conversation, external_id, label, expires_at: None };
+    let issued = session.issue_access_token(&request, "issued for the test").await;
+    session.close().await;
+    issued.unwrap()
+}
+
+/// This test database's URL, signed in as `role` with `password` (a runtime or operator login).
+#[allow(dead_code)]
+pub fn url_as(db: &TestDb, role: &str, password: &str) -> String {
+    let (scheme, rest) = db.url.split_once("://").expect("a URL");
+    let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    format!("{scheme}://{role}:{password}@{host}")
+}

@@ -1,6 +1,11 @@
 // A real MCP client (the official TypeScript SDK) driving `mesh-memory mcp`.
 //
 //   node client.mjs stdio <mesh-memory binary> <database url> <agent> <conversation> <speaker> '<ops>'
+//   node client.mjs stdio <mesh-memory binary> <database url> - - - '<ops>'   (bound by MESH_MCP_TOKEN)
+//
+// The stdio server gets the SDK's default environment plus every MESH_* variable of this process
+// (MESH_MCP_TOKEN, MESH_AUDIT_DIGEST_KEY, MESH_OPERATOR_ROLE / _PASSWORD, MESH_EMBEDDER), as a
+// host passes its configuration's "env" block.
 //   node client.mjs http <endpoint url> <bearer token> '<ops>'
 //   node client.mjs probe <endpoint url> <bearer token or ->      (raw HTTP: prints the status code)
 //
@@ -10,7 +15,7 @@
 // saw for every op, for tests/mcp_stdio.rs and tests/mcp_http.rs to compare with the database.
 import { randomUUID } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 const [mode, ...rest] = process.argv.slice(2);
@@ -39,9 +44,12 @@ let opsJson;
 if (mode === "stdio") {
   const [binary, url, agent, conversation, speaker, ops] = rest;
   opsJson = ops;
+  const binding = agent === "-" ? [] : ["--agent", agent, "--conversation", conversation, "--as", speaker];
+  const mesh = Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith("MESH_")));
   transport = new StdioClientTransport({
     command: binary,
-    args: ["--database-url", url, "mcp", "--agent", agent, "--conversation", conversation, "--as", speaker],
+    args: ["--database-url", url, "mcp", ...binding],
+    env: { ...getDefaultEnvironment(), ...mesh },
     stderr: "inherit",
   });
 } else if (mode === "http") {

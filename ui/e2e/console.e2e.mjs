@@ -306,7 +306,7 @@ test("operator console, end to end in a real window", { timeout: 480000 }, async
 
   await t.test("the operator revokes an MCP access token with a reason; SQL records the role", async () => {
     const before = fixture("token", ids.token_id);
-    assert.deepEqual([before.revoked_at, before.operator_actions], [null, []]);
+    assert.deepEqual([before.revoked_at, before.operator_actions], [null, [ids.token_issue]], "its issue is audited");
     await click('[data-testid="nav-tokens"]');
     const row = `[data-testid="tokens-table"] tr[data-row-id="${ids.token_id}"]`;
     await waitText(row, "Priya (id U456)");
@@ -329,7 +329,7 @@ test("operator console, end to end in a real window", { timeout: 480000 }, async
     screenshot("09e-access-token-revoked");
     const after = fixture("token", ids.token_id);
     assert.ok(after.revoked_at, "revoked_at is set");
-    assert.deepEqual(after.operator_actions, [`${OPERATOR}:revoke_access_token:${reason}`]);
+    assert.deepEqual(after.operator_actions, [ids.token_issue, `${OPERATOR}:revoke_access_token:${reason}`]);
   });
 
   await t.test("a session the database stops accepting returns to sign-in and keeps what was typed", async () => {

@@ -192,33 +192,43 @@ pub(crate) enum Command {
     /// Serve memory to an agent host over the Model Context Protocol (stdio: JSON-RPC on stdin and
     /// stdout; diagnostics go to stderr).
     ///
-    /// The server is bound at launch to one runtime agent, one conversation and one speaker, and no
-    /// tool argument can change them: every tool call is recorded as that speaker's authenticated
+    /// The server is bound to one runtime agent, one conversation and one speaker, and no tool
+    /// argument can change them: every tool call is recorded as that speaker's authenticated
     /// message in that conversation, what it may recall is decided by that conversation's audience,
     /// and what it writes carries that evidence (a memory made in a direct conversation stays
-    /// private to its members). Whoever writes the host configuration vouches for the speaker, as a
-    /// connector does for its users. Tools: remember, recall, amend, forget,
-    /// request_memory_sharing (the turn engine's own schemas and rules); prompt: memory_context.
+    /// private to its members). Tools: remember, recall, amend, forget, request_memory_sharing (the
+    /// turn engine's own schemas and rules); prompt: memory_context.
+    ///
+    /// On stdio the binding comes from the access token in MESH_MCP_TOKEN (issued by an operator
+    /// with `mcp token create`; checked again on every call, so a revoked or expired token stops
+    /// the session), with DATABASE_URL a login of mesh_runtime and MESH_AUDIT_DIGEST_KEY (from
+    /// `mcp digest-key`) instead of the master key. `--agent/--conversation/--as` bind it instead
+    /// for an operator's own scripted use: they need --operator and MESH_OPERATOR_PASSWORD (a
+    /// member of mesh_operator vouches for the speaker).
     ///
     /// With `--http ADDR` (a loopback address, e.g. 127.0.0.1:8765) it serves streamable HTTP
-    /// instead, and each request is bound by the bearer token an operator issued with `mcp token
-    /// create` (agent, conversation and speaker, as above); a missing, unknown or revoked token gets
-    /// 401 and nothing is read or written.
+    /// instead, and each request is bound by its bearer token (as above); a missing, unknown,
+    /// revoked or expired token gets 401 and nothing is read or written.
     #[cfg(feature = "mcp")]
     #[command(args_conflicts_with_subcommands = true)]
     Mcp {
         #[command(subcommand)]
         action: Option<McpAction>,
-        /// Runtime agent name or id (stdio).
-        #[arg(long, required_unless_present = "http")]
+        /// Runtime agent name or id (stdio bound by arguments).
+        #[arg(long, requires_all = ["conversation", "speaker", "operator"])]
         agent: Option<String>,
-        /// The conversation every call is made in: id or external channel id, e.g. D-PRIYA (stdio).
-        #[arg(long, required_unless_present = "http")]
+        /// The conversation every call is made in: id or external channel id, e.g. D-PRIYA (stdio
+        /// bound by arguments).
+        #[arg(long, requires_all = ["agent", "speaker", "operator"])]
         conversation: Option<String>,
         /// The bound speaker: their connector user id on the conversation's connector, e.g. U456
-        /// (stdio).
-        #[arg(long = "as", required_unless_present = "http")]
+        /// (stdio bound by arguments).
+        #[arg(long = "as", requires_all = ["agent", "conversation", "operator"])]
         speaker: Option<String>,
+        /// Your operator login role (a member of mesh_operator; its password from
+        /// MESH_OPERATOR_PASSWORD), vouching for a binding given by arguments.
+        #[arg(long, env = "MESH_OPERATOR_ROLE")]
+        operator: Option<String>,
         /// Serve streamable HTTP on this loopback address instead of stdio (port 0 picks one;
         /// the bound address is printed on stderr).
         #[arg(long, conflicts_with_all = ["agent", "conversation", "speaker"])]
@@ -230,18 +240,26 @@ pub(crate) enum Command {
 #[cfg(feature = "mcp")]
 #[derive(Subcommand, Debug)]
 pub(crate) enum McpAction {
-    /// Access tokens of the HTTP transport (stored only as hashes).
+    /// Access tokens of the HTTP and stdio transports (stored only as hashes).
     Token {
         #[command(subcommand)]
         action: TokenAction,
     },
+    /// Print the audit digest key (64 hex digits) derived from MESH_AGENT_MASTER_KEY, for an MCP
+    /// host's MESH_AUDIT_DIGEST_KEY: the host's searches are then audited with the same query
+    /// digest as the runtime's, and the host never holds the master key (which also keys erasure
+    /// fingerprints). An administrator runs this; the key is a secret.
+    DigestKey,
 }
 
 /// `mcp token` subcommands.
 #[cfg(feature = "mcp")]
 #[derive(Subcommand, Debug)]
 pub(crate) enum TokenAction {
-    /// Issue a token bound to an agent, a conversation and a speaker; prints it once.
+    /// Issue a token bound to an agent, a conversation and a speaker; prints it once. Runs as your
+    /// own operator login role (member of `mesh_operator`; its password from
+    /// MESH_OPERATOR_PASSWORD), which the database records with the reason, the binding and the
+    /// expiry in `operator_actions`, as a revocation is recorded.
     Create {
         /// Runtime agent name or id.
         #[arg(long)]
@@ -252,11 +270,25 @@ pub(crate) enum TokenAction {
         /// The speaker's connector user id on the conversation's connector.
         #[arg(long = "as")]
         speaker: String,
-        /// What the token is for (shown in listings).
+        /// What the token is for (shown in listings; at most 200 characters).
         #[arg(long, default_value = "")]
         label: String,
+        /// Why it is issued (a ticket reference, say); required, 1 to 2000 characters.
+        #[arg(long)]
+        reason: String,
+        /// Your operator login role.
+        #[arg(long, env = "MESH_OPERATOR_ROLE")]
+        operator: String,
+        /// It stops authenticating after this long: a number and a unit, m (minutes), h, d or w
+        /// (e.g. 30d). Without an expiry a token lasts until revoked.
+        #[arg(long, conflicts_with = "expires_at")]
+        expires_in: Option<String>,
+        /// It stops authenticating at this time: RFC 3339 (2027-01-31T18:00:00Z) or a date
+        /// (2027-01-31, midnight UTC).
+        #[arg(long)]
+        expires_at: Option<String>,
     },
-    /// List tokens (never their secrets): binding, created, last used, revoked.
+    /// List tokens (never their secrets): binding, created, last used, revoked, expiry.
     List {
         /// Only this runtime agent's.
         #[arg(long)]

@@ -114,13 +114,15 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
             with_store(cli.database_url.as_deref(), |store| async move { turn(&store, id, cli.json).await }).await
         }
         #[cfg(feature = "mcp")]
+        Command::Mcp { action: Some(McpAction::DigestKey), .. } => mcp_digest_key(cli.json),
+        #[cfg(feature = "mcp")]
         Command::Mcp { action: Some(McpAction::Token { action }), .. } => {
             with_store(cli.database_url.as_deref(), |store| async move { mcp_token(&store, action, cli.json).await })
                 .await
         }
         #[cfg(feature = "mcp")]
         Command::Mcp { action: None, http: Some(addr), .. } => {
-            with_store(cli.database_url.as_deref(), |store| async move {
+            with_serving_store(cli.database_url.as_deref(), |store| async move {
                 let retriever = retriever_from_environment(&store)?;
                 let listening = |bound| eprintln!("mesh-memory MCP server on http://{bound}/ (bearer tokens)");
                 mesh_memory::mcp::serve_http(retriever, store.clone(), addr, listening).await?;
@@ -129,14 +131,20 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
             .await
         }
         #[cfg(feature = "mcp")]
-        Command::Mcp { action: None, http: None, agent, conversation, speaker } => {
-            let (Some(agent), Some(conversation), Some(speaker)) = (agent, conversation, speaker) else {
-                anyhow::bail!("mcp on stdio needs --agent, --conversation and --as (or --http ADDR)");
+        Command::Mcp { action: None, http: None, agent, conversation, speaker, operator } => {
+            let launch = match (agent, conversation, speaker, operator) {
+                (Some(agent), Some(conversation), Some(speaker), Some(operator)) if !operator.trim().is_empty() => {
+                    StdioLaunch::Vouched { agent, conversation, speaker, operator }
+                }
+                (None, None, None, _) => {
+                    StdioLaunch::Token(std::env::var("MESH_MCP_TOKEN").ok().filter(|t| !t.trim().is_empty()).context(
+                        "mcp on stdio needs an access token in MESH_MCP_TOKEN (an operator issues one with `mcp \
+                         token create`), or --agent, --conversation, --as and --operator (or --http ADDR)",
+                    )?)
+                }
+                _ => anyhow::bail!("a binding by arguments needs --agent, --conversation, --as and --operator"),
             };
-            with_store(cli.database_url.as_deref(), |store| async move {
-                mcp(&store, &agent, &conversation, &speaker).await
-            })
-            .await
+            with_serving_store(cli.database_url.as_deref(), |store| async move { mcp(&store, launch).await }).await
         }
         Command::Chat { agent, conversation, speaker } => {
             with_store(cli.database_url.as_deref(), |store| async move {
@@ -167,6 +175,36 @@ where
     let db: OpenDatabase = database::open(url).await.context("opening the memory database")?;
     let result = work(Store::new(db.pool.clone())).await;
     db.close().await;
+    result
+}
+
+/// Runs `work` on the store an MCP server serves from. On DATABASE_URL the server runs as the
+/// login its host was given (a member of mesh_runtime, which may not change the schema): it
+/// migrates only when this binary has migrations the database lacks, and then fails saying to run
+/// `db migrate` as the schema's owner unless the login may. The embedded cluster opens as usual.
+#[cfg(feature = "mcp")]
+async fn with_serving_store<F, Fut>(url: Option<&str>, work: F) -> Result<()>
+where
+    F: FnOnce(Store) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let Some(url) = url else { return with_store(None, work).await };
+    let pool = database::connect(url).await.context("connecting to DATABASE_URL")?;
+    let result = async {
+        let pending = database::pending_migrations(&pool).await.context("reading the schema's version")?;
+        if !pending.is_empty() {
+            database::migrate(&pool).await.with_context(|| {
+                format!(
+                    "the database lacks {} migration(s) of this binary and this login cannot apply them: run \
+                     `mesh-memory db migrate` as the schema's owner",
+                    pending.len()
+                )
+            })?;
+        }
+        work(Store::new(pool.clone())).await
+    }
+    .await;
+    pool.close().await;
     result
 }
 
@@ -590,22 +628,54 @@ async fn turn(store: &Store, id: mesh_memory::turn::TurnId, json: bool) -> Resul
     print::view(json, &record)
 }
 
+/// How `mesh-memory mcp` on stdio is bound.
+#[cfg(feature = "mcp")]
+enum StdioLaunch {
+    /// By the access token in MESH_MCP_TOKEN.
+    Token(String),
+    /// By arguments, vouched for by a signed-in operator.
+    Vouched { agent: String, conversation: String, speaker: String, operator: String },
+}
+
 /// `mesh-memory mcp`: resolves and checks the binding, then serves it over stdio.
 #[cfg(feature = "mcp")]
-async fn mcp(store: &Store, agent: &str, conversation: &str, speaker: &str) -> Result<()> {
-    let agent = store.find_runtime_agent(agent).await?;
-    let conversation = store.find_conversation(agent, conversation).await?;
-    let checked = operator::mcp_binding(store, agent, conversation, speaker)
-        .await
-        .with_context(|| format!("cannot bind the MCP session to {speaker:?}"))?;
-    let binding = mesh_memory::mcp::McpBinding {
-        agent,
-        conversation,
-        connector: checked.connector,
-        external_id: checked.external_id,
+async fn mcp(store: &Store, launch: StdioLaunch) -> Result<()> {
+    use mesh_memory::mcp::{McpBinding, StdioBinding};
+    let binding = match launch {
+        StdioLaunch::Token(secret) => {
+            eprintln!("mesh-memory MCP server on stdio, bound by its access token");
+            StdioBinding::Token(secret)
+        }
+        StdioLaunch::Vouched { agent, conversation, speaker, operator: role } => {
+            let agent = store.find_runtime_agent(&agent).await?;
+            let conversation = store.find_conversation(agent, &conversation).await?;
+            let session = operator_session(store, &role).await?;
+            let checked = session.vouch_for_binding(agent, conversation, &speaker).await;
+            session.close().await;
+            let checked = checked.with_context(|| format!("cannot bind the MCP session to {speaker:?}"))?;
+            eprintln!("mesh-memory MCP server on stdio, bound to {speaker} in {conversation} (vouched for by {role})");
+            StdioBinding::Vouched(McpBinding {
+                agent,
+                conversation,
+                connector: checked.connector,
+                external_id: checked.external_id,
+            })
+        }
     };
-    eprintln!("mesh-memory MCP server on stdio, bound to {speaker} in {conversation}");
     mesh_memory::mcp::serve_stdio(retriever_from_environment(store)?, store.clone(), binding).await?;
+    Ok(())
+}
+
+/// `mesh-memory mcp digest-key`: the audit digest subkey of MESH_AGENT_MASTER_KEY, for a host's
+/// MESH_AUDIT_DIGEST_KEY.
+#[cfg(feature = "mcp")]
+fn mcp_digest_key(json: bool) -> Result<()> {
+    let key = mesh_memory::service::digest_key_from_master_key()?
+        .context("set MESH_AGENT_MASTER_KEY: the digest key is derived from it")?;
+    if json {
+        return print::json(&serde_json::json!({"digest_key": key.to_hex()}));
+    }
+    print::line(key.to_hex());
     Ok(())
 }
 
@@ -693,14 +763,30 @@ async fn erase(store: &Store, action: EraseAction, json: bool) -> Result<()> {
 #[cfg(feature = "mcp")]
 async fn mcp_token(store: &Store, action: TokenAction, json: bool) -> Result<()> {
     match action {
-        TokenAction::Create { agent, conversation, speaker, label } => {
+        TokenAction::Create { agent, conversation, speaker, label, reason, operator: role, expires_in, expires_at } => {
+            let now = chrono::Utc::now();
+            let expires_at = operator::input::token_expiry(expires_in.as_deref(), expires_at.as_deref(), now)?;
             let agent = store.find_runtime_agent(&agent).await?;
             let conversation = store.find_conversation(agent, &conversation).await?;
-            let issued = operator::issue_access_token(store, agent, conversation, &speaker, &label).await?;
+            let request =
+                operator::TokenBindingRequest { agent, conversation, external_id: &speaker, label: &label, expires_at };
+            let session = operator_session(store, &role).await?;
+            let issued = session.issue_access_token(&request, &reason).await;
+            session.close().await;
+            let issued = issued?;
             if json {
-                return print::json(&serde_json::json!({"id": issued.id, "token": issued.secret}));
+                return print::json(
+                    &serde_json::json!({"id": issued.id, "token": issued.secret, "expires_at": issued.expires_at}),
+                );
             }
-            print::line(format_args!("token {} (shown once; only its hash is stored):\n{}", issued.id, issued.secret));
+            let expiry = match issued.expires_at {
+                Some(at) => format!("expires {}", at.format("%Y-%m-%d %H:%M UTC")),
+                None => "no expiry".to_owned(),
+            };
+            print::line(format_args!(
+                "token {} ({expiry}; shown once, only its hash is stored):\n{}",
+                issued.id, issued.secret
+            ));
         }
         TokenAction::List { agent } => {
             let agent = match agent {

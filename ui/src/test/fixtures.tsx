@@ -298,6 +298,7 @@ export const liveToken: AccessTokenRow = {
   created_at: "2026-12-05T10:00:00Z",
   last_used_at: null,
   revoked_at: null,
+  expires_at: null,
 };
 
 export const revokedToken: AccessTokenRow = {

@@ -51,6 +51,19 @@ async function openLiveToken() {
 }
 
 describe("AccessTokens", () => {
+  it("shows a token past its expiry as expired, and a live one's expiry in its panel", async () => {
+    const expiredToken = { ...liveToken, id: "01900000-0000-7000-8000-0000000000t3", expires_at: "2026-01-01T00:00:00Z" };
+    const expiring = { ...liveToken, expires_at: "2999-01-01T00:00:00Z" };
+    mocked.accessTokens.mockResolvedValue([expiring, expiredToken]);
+    renderWithQuery(<AccessTokens session={operator} />);
+    const [live, expired] = await rows();
+    expect(within(expired).getByTestId("token-state").textContent).toMatch(/expired/);
+    expect(within(live).getByTestId("token-state").textContent).toMatch(/live/);
+    const panel = await openLiveToken();
+    expect(panel.textContent).toMatch(/Expires/);
+    expect(panel.textContent).not.toMatch(/never \(until revoked\)/);
+  });
+
   it("lists agent, conversation, speaker, label, created, last used and revocation", async () => {
     renderWithQuery(<AccessTokens session={operator} />);
     expect(screen.getByRole("status").textContent).toMatch(/Loading access tokens/);

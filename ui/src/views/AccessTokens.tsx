@@ -19,8 +19,20 @@ function conversationName(token: AccessTokenRow): string {
   return token.conversation_title || token.conversation;
 }
 
-/** A token's state: live, or revoked and when. */
+/** Whether a token's expiry has passed (it then gets 401, as a revoked one does). */
+function expired(token: AccessTokenRow): boolean {
+  return token.expires_at !== null && new Date(token.expires_at).getTime() <= Date.now();
+}
+
+/** A token's state: live, revoked and when, or expired and when. */
 function TokenState({ token }: { token: AccessTokenRow }) {
+  if (!token.revoked_at && token.expires_at && expired(token)) {
+    return (
+      <span data-testid="token-state">
+        <span className="badge danger">expired</span> {when(token.expires_at)}
+      </span>
+    );
+  }
   return token.revoked_at ? (
     <span data-testid="token-state">
       <span className="badge danger">revoked</span> {when(token.revoked_at)}
@@ -113,6 +125,8 @@ function TokenPanel({
         <dd>{when(token.created_at)}</dd>
         <dt>Last used</dt>
         <dd>{token.last_used_at ? when(token.last_used_at) : "never"}</dd>
+        <dt>Expires</dt>
+        <dd>{token.expires_at ? when(token.expires_at) : "never (until revoked)"}</dd>
         {token.revoked_at && (
           <>
             <dt>Revoked</dt>
@@ -169,9 +183,9 @@ export function AccessTokens({ session }: { session: OperatorRights }) {
     <section aria-labelledby="tokens-title">
       <h2 id="tokens-title">Access tokens (MCP)</h2>
       <p className="muted">
-        Bearer tokens of the MCP server&apos;s HTTP transport, issued with <code>mesh-memory mcp token create</code>. Each
-        one speaks as one person in one conversation; a revoked token&apos;s next request gets 401. Open a token to
-        revoke it.
+        Access tokens of the MCP server (HTTP and stdio), issued by an operator with{" "}
+        <code>mesh-memory mcp token create</code>, which records the role and the reason. Each one speaks as one person
+        in one conversation; a revoked or expired token&apos;s next request gets 401. Open a token to revoke it.
       </p>
       {blocked && (
         <div className="notice" role="note" data-testid="tokens-limitation">
