@@ -356,7 +356,11 @@ async fn the_cli_previews_erases_as_the_operator_and_verifies() {
     let dry = cli(&s.db, &["erase", "person", "U321", "--dry-run"], &[]);
     let shown = String::from_utf8_lossy(&dry.stdout);
     assert!(dry.status.success(), "{}", String::from_utf8_lossy(&dry.stderr));
-    assert!(shown.contains("1 revisions, 2 messages sent, 2 replies") && shown.contains("canary-7Q4Z"), "{shown}");
+    assert!(
+        shown.contains("1 revisions, 2 messages sent, 0 messages learned from, 2 replies")
+            && shown.contains("canary-7Q4Z"),
+        "{shown}"
+    );
     assert!(!rows_containing(&s.db, CANARY_TOKEN).await.is_empty(), "a dry run changes nothing");
     let digest =
         shown.lines().find_map(|l| l.strip_prefix("confirmation: ")).expect("a confirmation digest").to_owned();

@@ -164,7 +164,6 @@ const DEFINER_CALLERS: &[(&str, &[&str])] = &[
     ("memory_keep_source_evidence_unknown", &["mesh_operator"]),
     ("memory_lexical_statistics_after_truncate", &[]),
     ("memory_lexical_statistics_fold", &["mesh_runtime"]),
-    ("memory_merge_text_pending_lists", &["mesh_runtime"]),
     ("memory_review_source_evidence", &["mesh_operator"]),
     ("memory_searchable_after_embeddings", &[]),
     ("memory_searchable_after_entries", &[]),
