@@ -290,6 +290,18 @@ async fn a_signed_in_eraser_whose_login_ends_can_no_longer_erase() {
         .await
         .unwrap();
     assert!(!revoked);
+    // Through the operator layer the same refusal reads as the server says it.
+    let (role, password, _) = login_role_with_password(&s.db, "operator", "mesh_operator").await;
+    let operator = OperatorSession::sign_in(&s.db.options, &role, &password).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("ALTER ROLE {role} VALID UNTIL '2000-01-01'")))
+        .execute(&s.db.pool)
+        .await
+        .unwrap();
+    let refused = operator.revoke_access_token(uuid::Uuid::now_v7(), "lost laptop").await.unwrap_err();
+    assert!(
+        matches!(&refused, OperatorError::Forbidden(why) if why.contains("expired")),
+        "an expired login is told so: {refused}"
+    );
 }
 
 /// A person with 10,000 messages, each answered by a turn that quotes it, erased in one go. Prints

@@ -28,6 +28,7 @@ use crate::ids::{AgentId, ConversationId, EntryId, SourceId};
 use crate::privacy::repair::{self, EvidenceReviewDecision, RepairError, ReviewedSource};
 use crate::privacy::sharing::{self, SharingError, SharingGrantId, SharingRequestId, SharingRequestView, SharingState};
 use crate::privacy::PrivacyError;
+use crate::sqlstate::ProjectSqlState;
 use crate::store::{self, OperatorRights, Store, StoreError};
 use crate::views::{self, AccessTokenRow, Explanation};
 
@@ -85,6 +86,27 @@ pub async fn create_console_role(
     input::check(input::ROLE, name)?;
     input::check(input::PASSWORD, password)?;
     Ok(store::create_console_role(admin, name, password, kind).await?)
+}
+
+impl OperatorError {
+    /// The database's own refusal of an action whose login ended since sign-in (`MM014` from
+    /// `mesh_require_operator_login`: NOLOGIN, an expired password) as `Forbidden` with the
+    /// server's words, whichever layer carried it up; any other error unchanged.
+    fn login_ended(self) -> Self {
+        let database = match &self {
+            Self::Store(StoreError::Database(e))
+            | Self::Sharing(SharingError::Database(e))
+            | Self::Repair(RepairError::Database(e))
+            | Self::Privacy(PrivacyError::Database(e)) => e.as_database_error(),
+            _ => None,
+        };
+        match database {
+            Some(db) if db.code().as_deref() == Some(ProjectSqlState::LoginNoLongerValid.code()) => {
+                Self::Forbidden(db.message().to_owned())
+            }
+            _ => self,
+        }
+    }
 }
 
 /// A signed-in operator: a pool authenticated as their own login role, and what it may do.
@@ -174,7 +196,9 @@ impl OperatorSession {
     ) -> Result<SharingDecision, OperatorError> {
         input::check(input::REASON, reason)?;
         self.require(|r| r.can_approve, "this role may not approve or deny sharing requests")?;
-        let grant = sharing::decide_as_operator(self.store.pool(), request, approve, reason).await?;
+        let grant = sharing::decide_as_operator(self.store.pool(), request, approve, reason)
+            .await
+            .map_err(|e| OperatorError::from(e).login_ended())?;
         Ok(SharingDecision { request_id: request, grant, decided_by: self.role().to_owned() })
     }
 
@@ -183,7 +207,9 @@ impl OperatorSession {
     pub async fn revoke_access_token(&self, token: Uuid, reason: &str) -> Result<String, OperatorError> {
         input::check(input::REASON, reason)?;
         self.require(|r| r.can_revoke_tokens, "this role may not revoke access tokens")?;
-        Store::revoke_access_token_as_operator(self.store.pool(), token, reason).await?;
+        Store::revoke_access_token_as_operator(self.store.pool(), token, reason)
+            .await
+            .map_err(|e| OperatorError::from(e).login_ended())?;
         Ok(self.role().to_owned())
     }
 
@@ -211,7 +237,9 @@ impl OperatorSession {
             expires_at: binding.expires_at,
             reason,
         };
-        Ok(Store::issue_access_token_as_operator(self.store.pool(), &request).await?)
+        Store::issue_access_token_as_operator(self.store.pool(), &request)
+            .await
+            .map_err(|e| OperatorError::from(e).login_ended())
     }
 
     /// Checks a binding this operator vouches for (`mcp --agent --conversation --as` on stdio, an
@@ -239,7 +267,9 @@ impl OperatorSession {
     ) -> Result<ReviewedSource, OperatorError> {
         input::check(input::NOTE, note)?;
         self.require(|r| r.can_review_evidence, "this role may not review audience evidence")?;
-        Ok(repair::review_evidence(self.store.pool(), source, decision, note).await?)
+        repair::review_evidence(self.store.pool(), source, decision, note)
+            .await
+            .map_err(|e| OperatorError::from(e).login_ended())
     }
 }
 
