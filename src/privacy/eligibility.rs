@@ -13,11 +13,11 @@
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
 use crate::ids::{ActorId, AgentId, ConversationId, EntryId, RevisionId, SourceId};
-use crate::store::{ClosedAudience, Store, StoreError};
+use crate::store::{destination_audience_on, ClosedAudience, DestinationAudience, Store, StoreError};
 
 /// Why retrieval-side privacy checks could not answer.
 #[derive(Debug, thiserror::Error)]
@@ -86,7 +86,22 @@ impl EligibilityContext {
         speaker: Option<ActorId>,
     ) -> Result<EligibilityContext, PrivacyError> {
         let destination = store.destination_audience(agent, conversation, speaker).await?;
-        Ok(EligibilityContext { agent, conversation, audience: destination.readers, closed: destination.closed })
+        Ok(Self::for_destination(agent, conversation, destination))
+    }
+
+    /// [`Self::resolve`] on `executor`: the delivery recheck reads the audience in the
+    /// transaction that records the reply ([`recheck_delivery_on`]).
+    pub(crate) async fn resolve_on<'e>(
+        executor: impl PgExecutor<'e>,
+        agent: AgentId,
+        conversation: ConversationId,
+    ) -> Result<EligibilityContext, PrivacyError> {
+        let destination = destination_audience_on(executor, agent, conversation, None).await?;
+        Ok(Self::for_destination(agent, conversation, destination))
+    }
+
+    fn for_destination(agent: AgentId, conversation: ConversationId, destination: DestinationAudience) -> Self {
+        EligibilityContext { agent, conversation, audience: destination.readers, closed: destination.closed }
     }
 
     /// The runtime agent whose memory is searched.
@@ -289,8 +304,9 @@ pub struct Verdict {
 }
 
 /// Judges each revision for the context, with the one SQL predicate. Order follows `revisions`.
-pub async fn revision_verdicts(
-    pool: &PgPool,
+/// `executor` is a pool, or a transaction's connection (the delivery recheck).
+pub async fn revision_verdicts<'e>(
+    executor: impl PgExecutor<'e>,
     context: &EligibilityContext,
     revisions: &[RevisionId],
 ) -> Result<Vec<Verdict>, PrivacyError> {
@@ -305,7 +321,7 @@ pub async fn revision_verdicts(
     .bind(context.conversation)
     .bind(context.audience_uuids())
     .bind(ids)
-    .fetch_all(pool)
+    .fetch_all(executor)
     .await?;
     rows.into_iter()
         .map(|(id, rule, source)| {
@@ -438,6 +454,23 @@ impl DeliveryRecheck {
     pub fn is_clear(&self) -> bool {
         self.audience_change.is_none() && self.stale_revisions.is_empty()
     }
+
+    /// The recheck of the audience now (`context`) against the retrieval-time snapshot, with the
+    /// used revisions' verdicts for it.
+    fn judge(context: EligibilityContext, snapshot_audience: &[ActorId], verdicts: Vec<Verdict>) -> Self {
+        let before: BTreeSet<ActorId> = snapshot_audience.iter().copied().collect();
+        let now: BTreeSet<ActorId> = context.audience.iter().copied().collect();
+        let audience_change = (before != now).then(|| AudienceChange {
+            joined: now.difference(&before).copied().collect(),
+            left: before.difference(&now).copied().collect(),
+        });
+        let stale_revisions = verdicts
+            .into_iter()
+            .filter(|v| !v.rule.is_eligible())
+            .map(|v| StaleRevision { revision_id: v.revision_id, rule: v.rule })
+            .collect();
+        DeliveryRecheck { current_audience: context.audience, audience_change, stale_revisions }
+    }
 }
 
 /// Rechecks, just before delivery, that the conversation's audience equals the snapshot taken at
@@ -451,17 +484,22 @@ pub async fn recheck_delivery(
     used_revisions: &[RevisionId],
 ) -> Result<DeliveryRecheck, PrivacyError> {
     let context = EligibilityContext::resolve(store, agent, conversation).await?;
-    let before: BTreeSet<ActorId> = snapshot_audience.iter().copied().collect();
-    let now: BTreeSet<ActorId> = context.audience.iter().copied().collect();
-    let audience_change = (before != now).then(|| AudienceChange {
-        joined: now.difference(&before).copied().collect(),
-        left: before.difference(&now).copied().collect(),
-    });
-    let stale_revisions = revision_verdicts(store.pool(), &context, used_revisions)
-        .await?
-        .into_iter()
-        .filter(|v| !v.rule.is_eligible())
-        .map(|v| StaleRevision { revision_id: v.revision_id, rule: v.rule })
-        .collect();
-    Ok(DeliveryRecheck { current_audience: context.audience, audience_change, stale_revisions })
+    let verdicts = revision_verdicts(store.pool(), &context, used_revisions).await?;
+    Ok(DeliveryRecheck::judge(context, snapshot_audience, verdicts))
+}
+
+/// [`recheck_delivery`] on `conn`, a transaction's connection: the turn engine rechecks, records
+/// the reply and persists the turn in one transaction that holds the erasure lock shared
+/// ([`crate::erasure::ERASURE_LOCK_KEY`]), so an erasure either committed before this recheck
+/// (which then sees the revision erased) or reads its scope after the reply is stored.
+pub(crate) async fn recheck_delivery_on(
+    conn: &mut PgConnection,
+    agent: AgentId,
+    conversation: ConversationId,
+    snapshot_audience: &[ActorId],
+    used_revisions: &[RevisionId],
+) -> Result<DeliveryRecheck, PrivacyError> {
+    let context = EligibilityContext::resolve_on(&mut *conn, agent, conversation).await?;
+    let verdicts = revision_verdicts(&mut *conn, &context, used_revisions).await?;
+    Ok(DeliveryRecheck::judge(context, snapshot_audience, verdicts))
 }

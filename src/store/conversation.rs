@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use sqlx::PgExecutor;
 use uuid::Uuid;
 
 use super::identity::validate_name;
@@ -182,31 +183,7 @@ impl Store {
 
     /// Stores a transcript message. The body is evidence only; it never becomes memory by itself.
     pub async fn record_message(&self, new: NewMessage<'_>) -> Result<MessageId, StoreError> {
-        if new.body.contains('\0') {
-            return Err(StoreError::invalid("message body", "must not contain NUL characters"));
-        }
-        let id = MessageId::generate();
-        let inserted = sqlx::query(
-            "INSERT INTO messages (id, runtime_agent_id, conversation_id, direction, sender_actor_id,
-                                   sender_identity_id, body, sent_at)
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8
-              WHERE EXISTS (SELECT 1 FROM conversations WHERE id = $3 AND runtime_agent_id = $2)",
-        )
-        .bind(id)
-        .bind(new.agent)
-        .bind(new.conversation)
-        .bind(new.direction)
-        .bind(new.sender)
-        .bind(new.sender_identity)
-        .bind(new.body)
-        .bind(new.sent_at)
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
-        if inserted == 0 {
-            return Err(StoreError::UnknownReference { kind: ConversationId::LABEL, id: new.conversation.0 });
-        }
-        Ok(id)
+        record_message_on(&self.pool, new).await
     }
 
     /// Who reads a conversation now: its members other than the runtime agent's own actor whose
@@ -239,38 +216,7 @@ impl Store {
         conversation: ConversationId,
         speaker: Option<ActorId>,
     ) -> Result<DestinationAudience, StoreError> {
-        let row: Option<(Vec<Uuid>, bool, bool)> = sqlx::query_as(
-            "SELECT coalesce((SELECT array_agg(DISTINCT cm.actor_id ORDER BY cm.actor_id)
-                                FROM conversation_memberships cm
-                               WHERE cm.conversation_id = c.id AND cm.actor_id <> ra.actor_id
-                                 AND (cm.left_at IS NULL OR cm.left_at > now())), '{}'),
-                    $3::uuid IS NULL OR EXISTS (SELECT 1 FROM actors a WHERE a.id = $3),
-                    EXISTS (SELECT 1 FROM conversation_memberships cm
-                             WHERE cm.conversation_id = c.id AND cm.actor_id = $3 AND cm.actor_id <> ra.actor_id
-                               AND cm.joined_at <= now() AND (cm.left_at IS NULL OR cm.left_at > now()))
-               FROM conversations c
-               JOIN runtime_agents ra ON ra.id = c.runtime_agent_id
-              WHERE c.id = $2 AND c.runtime_agent_id = $1",
-        )
-        .bind(agent)
-        .bind(conversation)
-        .bind(speaker)
-        .fetch_optional(&self.pool)
-        .await?;
-        let (readers, speaker_known, speaker_member) =
-            row.ok_or(StoreError::UnknownReference { kind: ConversationId::LABEL, id: conversation.0 })?;
-        if let (Some(speaker), false) = (speaker, speaker_known) {
-            return Err(StoreError::UnknownReference { kind: ActorId::LABEL, id: speaker.0 });
-        }
-        let closed = match (readers.is_empty(), speaker) {
-            (true, _) => Some(ClosedAudience::NoReaders),
-            (false, Some(_)) if !speaker_member => Some(ClosedAudience::SpeakerNotMember),
-            _ => None,
-        };
-        Ok(match closed {
-            Some(reason) => DestinationAudience { readers: Vec::new(), closed: Some(reason) },
-            None => DestinationAudience { readers: readers.into_iter().map(ActorId).collect(), closed: None },
-        })
+        destination_audience_on(&self.pool, agent, conversation, speaker).await
     }
 
     /// Every membership of a conversation, open and closed, oldest first: who joined and left
@@ -436,4 +382,79 @@ impl Store {
         }
         Ok(rows)
     }
+}
+
+/// [`Store::record_message`] on `executor`: the turn engine records a reply in the transaction
+/// that rechecked it and persists its turn, so an erasure finds all of it or the recheck saw it.
+pub(crate) async fn record_message_on<'e>(
+    executor: impl PgExecutor<'e>,
+    new: NewMessage<'_>,
+) -> Result<MessageId, StoreError> {
+    if new.body.contains('\0') {
+        return Err(StoreError::invalid("message body", "must not contain NUL characters"));
+    }
+    let id = MessageId::generate();
+    let inserted = sqlx::query(
+        "INSERT INTO messages (id, runtime_agent_id, conversation_id, direction, sender_actor_id,
+                               sender_identity_id, body, sent_at)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8
+          WHERE EXISTS (SELECT 1 FROM conversations WHERE id = $3 AND runtime_agent_id = $2)",
+    )
+    .bind(id)
+    .bind(new.agent)
+    .bind(new.conversation)
+    .bind(new.direction)
+    .bind(new.sender)
+    .bind(new.sender_identity)
+    .bind(new.body)
+    .bind(new.sent_at)
+    .execute(executor)
+    .await?
+    .rows_affected();
+    if inserted == 0 {
+        return Err(StoreError::UnknownReference { kind: ConversationId::LABEL, id: new.conversation.0 });
+    }
+    Ok(id)
+}
+
+/// [`Store::destination_audience`] on `executor`: a delivery's recheck reads the audience in the
+/// transaction that records the reply.
+pub(crate) async fn destination_audience_on<'e>(
+    executor: impl PgExecutor<'e>,
+    agent: AgentId,
+    conversation: ConversationId,
+    speaker: Option<ActorId>,
+) -> Result<DestinationAudience, StoreError> {
+    let row: Option<(Vec<Uuid>, bool, bool)> = sqlx::query_as(
+        "SELECT coalesce((SELECT array_agg(DISTINCT cm.actor_id ORDER BY cm.actor_id)
+                            FROM conversation_memberships cm
+                           WHERE cm.conversation_id = c.id AND cm.actor_id <> ra.actor_id
+                             AND (cm.left_at IS NULL OR cm.left_at > now())), '{}'),
+                $3::uuid IS NULL OR EXISTS (SELECT 1 FROM actors a WHERE a.id = $3),
+                EXISTS (SELECT 1 FROM conversation_memberships cm
+                         WHERE cm.conversation_id = c.id AND cm.actor_id = $3 AND cm.actor_id <> ra.actor_id
+                           AND cm.joined_at <= now() AND (cm.left_at IS NULL OR cm.left_at > now()))
+           FROM conversations c
+           JOIN runtime_agents ra ON ra.id = c.runtime_agent_id
+          WHERE c.id = $2 AND c.runtime_agent_id = $1",
+    )
+    .bind(agent)
+    .bind(conversation)
+    .bind(speaker)
+    .fetch_optional(executor)
+    .await?;
+    let (readers, speaker_known, speaker_member) =
+        row.ok_or(StoreError::UnknownReference { kind: ConversationId::LABEL, id: conversation.0 })?;
+    if let (Some(speaker), false) = (speaker, speaker_known) {
+        return Err(StoreError::UnknownReference { kind: ActorId::LABEL, id: speaker.0 });
+    }
+    let closed = match (readers.is_empty(), speaker) {
+        (true, _) => Some(ClosedAudience::NoReaders),
+        (false, Some(_)) if !speaker_member => Some(ClosedAudience::SpeakerNotMember),
+        _ => None,
+    };
+    Ok(match closed {
+        Some(reason) => DestinationAudience { readers: Vec::new(), closed: Some(reason) },
+        None => DestinationAudience { readers: readers.into_iter().map(ActorId).collect(), closed: None },
+    })
 }

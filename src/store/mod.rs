@@ -24,6 +24,7 @@ use std::sync::Arc;
 use sqlx::PgPool;
 
 pub use access_tokens::{AccessTokenView, IssuedToken, SpeakerBinding, TokenBinding, TokenRequest};
+pub(crate) use conversation::{destination_audience_on, record_message_on};
 pub use conversation::{
     ClosedAudience, ConversationChoice, ConversationSummary, DestinationAudience, Direction, LineageMessage,
     Membership, NewConversation, NewMessage, Topology,

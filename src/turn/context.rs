@@ -13,6 +13,9 @@ use crate::store::{Direction, NewMessage, Store, Topology};
 pub struct TurnContext {
     /// The runtime agent answering.
     pub agent: AgentId,
+    /// The actor the agent speaks as: the sender of its reply (read with the context, so the
+    /// delivery's transaction needs no lookup).
+    pub agent_actor: ActorId,
     /// The conversation (destination of the reply).
     pub conversation: ConversationId,
     /// The conversation's title.
@@ -48,29 +51,33 @@ pub struct HistoryMessage {
     pub body: String,
 }
 
-type ContextRow = (AgentId, ConversationId, String, Topology, String, String, DateTime<Utc>, ActorId, IdentityId);
+type ContextRow =
+    (AgentId, ActorId, ConversationId, String, Topology, String, String, DateTime<Utc>, ActorId, IdentityId);
 
 /// Loads the context of `inbound`, which must be an inbound message whose sender was
 /// authenticated by a connector identity belonging to that very actor.
 pub async fn load_context(store: &Store, inbound: MessageId) -> Result<TurnContext, TurnError> {
     let row: Option<ContextRow> = sqlx::query_as(
-        "SELECT m.runtime_agent_id, m.conversation_id, c.title, c.topology, c.connector, m.body, m.sent_at,
+        "SELECT m.runtime_agent_id, ra.actor_id, m.conversation_id, c.title, c.topology, c.connector, m.body, m.sent_at,
                 m.sender_actor_id, m.sender_identity_id
            FROM messages m
            JOIN conversations c ON c.id = m.conversation_id
+           JOIN runtime_agents ra ON ra.id = m.runtime_agent_id
            JOIN connector_identities ci ON ci.id = m.sender_identity_id AND ci.actor_id = m.sender_actor_id
           WHERE m.id = $1 AND m.direction = 'inbound'",
     )
     .bind(inbound)
     .fetch_optional(store.pool())
     .await?;
-    let Some((agent, conversation, title, topology, connector, body, sent_at, sender, identity)) = row else {
+    let Some((agent, agent_actor, conversation, title, topology, connector, body, sent_at, sender, identity)) = row
+    else {
         return Err(TurnError::NotAuthenticatedInbound(inbound));
     };
     let sender_label =
         store.actor_summaries(&[sender]).await?.first().map(|a| a.label()).unwrap_or_else(|| sender.to_string());
     Ok(TurnContext {
         agent,
+        agent_actor,
         conversation,
         conversation_title: title,
         topology,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use sqlx::PgConnection;
 
 use super::context::{load_context, load_history, HistoryMessage, TurnContext};
 use super::guard::{unbacked_claims, UnbackedClaim};
@@ -13,13 +14,15 @@ use super::ledger::{CommittedSharingRequest, Ledger};
 use super::model::{ChatMessage, ChatModel, ChatRequest};
 use super::record::{persist, NewTurnRecord};
 use super::{TurnError, TurnId};
+use crate::erasure::ERASURE_LOCK_KEY;
 use crate::ids::{ActorId, ConversationId, EntryId, EntryReference, MessageId, RetrievalEventId, RevisionId};
+use crate::privacy::eligibility::recheck_delivery_on;
 use crate::privacy::sharing::{self, NewSharingRequest};
-use crate::privacy::{recheck_delivery, revision_verdicts, DeliveryRecheck, EligibilityContext};
+use crate::privacy::{revision_verdicts, DeliveryRecheck, EligibilityContext};
 use crate::retrieval::{RetrievalMode, Retriever, SearchOutcome, SearchRequest, MAX_QUERY_CHARS};
 use crate::store::{
-    Amendment, CurrentRevision, Direction, NewMemory, NewMessage, NothingChangedReason, Restriction, SourceRef, Store,
-    StoreError, SubjectUpdate, Topology, WriteOutcome,
+    record_message_on, Amendment, CurrentRevision, Direction, NewMemory, NewMessage, NothingChangedReason, Restriction,
+    SourceRef, Store, StoreError, SubjectUpdate, Topology, WriteOutcome,
 };
 use crate::tools::{tool_definitions, validate_call, SubjectArg, ToolCall, ToolError, ToolInvocation, ToolStatus};
 
@@ -458,46 +461,23 @@ impl TurnEngine {
     }
 
     /// Rechecks the destination audience and the used revisions, then records the reply as sent
-    /// (or withholds it), and persists the turn.
+    /// (or withholds it), and persists the turn: all three in one transaction that first takes
+    /// the erasure lock shared ([`ERASURE_LOCK_KEY`]). An erasure takes it exclusively before it
+    /// reads its scope, so it either committed before this recheck (which then finds the revision
+    /// erased and withholds the reply) or reads its scope after this commit and reaches the turn
+    /// and its reply: a reply is never stored after the erasure that should have removed it.
+    /// Deliveries do not wait for one another; one waits while an erasure runs.
     pub async fn deliver(&self, prepared: PreparedTurn) -> Result<TurnReport, TurnError> {
-        let ctx = &prepared.ctx;
-        let (outcome, reply) = match &prepared.draft {
-            Draft::Failed(reason) => (TurnOutcome::Failed { reason: reason.clone() }, None),
-            Draft::ClaimGuardFailed(claims) => (TurnOutcome::ClaimGuardFailed { claims: claims.clone() }, None),
-            Draft::Reply(text) => {
-                let recheck = recheck_delivery(
-                    &self.store,
-                    ctx.agent,
-                    ctx.conversation,
-                    &prepared.audience_snapshot,
-                    &revisions_to_recheck(&prepared),
-                )
-                .await?;
-                if recheck.is_clear() {
-                    let agent_actor = self.store.agent_actor(ctx.agent).await?;
-                    let outbound = self
-                        .store
-                        .record_message(NewMessage {
-                            agent: ctx.agent,
-                            conversation: ctx.conversation,
-                            direction: Direction::Outbound,
-                            sender: agent_actor,
-                            sender_identity: None,
-                            body: text,
-                            sent_at: Utc::now(),
-                        })
-                        .await?;
-                    (TurnOutcome::Delivered { outbound_message: outbound }, Some(text.clone()))
-                } else {
-                    (TurnOutcome::Withheld { recheck }, None)
-                }
-            }
-        };
+        let mut tx = self.store.pool().begin().await?;
+        // Its own statement: every later one takes its snapshot after the lock was granted, so it
+        // sees every erasure that committed before.
+        sqlx::query("SELECT pg_advisory_xact_lock_shared($1)").bind(ERASURE_LOCK_KEY).execute(&mut *tx).await?;
+        let (outcome, reply) = outcome_of(&mut tx, &prepared).await?;
         persist(
-            self.store.pool(),
+            &mut *tx,
             NewTurnRecord {
                 id: prepared.id,
-                ctx,
+                ctx: &prepared.ctx,
                 rounds: prepared.rounds,
                 tool_calls: &prepared.tool_calls,
                 ledger: &prepared.ledger,
@@ -508,6 +488,7 @@ impl TurnEngine {
             },
         )
         .await?;
+        tx.commit().await?;
         Ok(TurnReport {
             turn_id: prepared.id,
             outcome,
@@ -887,6 +868,45 @@ fn store_failure(error: StoreError) -> Result<(ToolStatus, Value), TurnError> {
         StoreError::WriteAbandoned => Err(TurnError::Store(StoreError::WriteAbandoned)),
         other => Ok(error_json(other.to_string())),
     }
+}
+
+/// How the turn ends, decided in the delivery's transaction `conn`: a reply that passes the
+/// recheck is recorded there as sent.
+async fn outcome_of(
+    conn: &mut PgConnection,
+    prepared: &PreparedTurn,
+) -> Result<(TurnOutcome, Option<String>), TurnError> {
+    let ctx = &prepared.ctx;
+    let text = match &prepared.draft {
+        Draft::Failed(reason) => return Ok((TurnOutcome::Failed { reason: reason.clone() }, None)),
+        Draft::ClaimGuardFailed(claims) => return Ok((TurnOutcome::ClaimGuardFailed { claims: claims.clone() }, None)),
+        Draft::Reply(text) => text,
+    };
+    let recheck = recheck_delivery_on(
+        &mut *conn,
+        ctx.agent,
+        ctx.conversation,
+        &prepared.audience_snapshot,
+        &revisions_to_recheck(prepared),
+    )
+    .await?;
+    if !recheck.is_clear() {
+        return Ok((TurnOutcome::Withheld { recheck }, None));
+    }
+    let outbound = record_message_on(
+        &mut *conn,
+        NewMessage {
+            agent: ctx.agent,
+            conversation: ctx.conversation,
+            direction: Direction::Outbound,
+            sender: ctx.agent_actor,
+            sender_identity: None,
+            body: text,
+            sent_at: Utc::now(),
+        },
+    )
+    .await?;
+    Ok((TurnOutcome::Delivered { outbound_message: outbound }, Some(text.clone())))
 }
 
 /// The revisions the delivery recheck must find unchanged: every used revision, except those of

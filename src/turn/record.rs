@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::PgPool;
+use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
 use super::context::TurnContext;
@@ -26,7 +26,10 @@ pub(crate) struct NewTurnRecord<'a> {
     pub started_at: DateTime<Utc>,
 }
 
-pub(crate) async fn persist(pool: &PgPool, r: NewTurnRecord<'_>) -> Result<(), TurnError> {
+/// Writes the turn row on `executor`: the delivery's transaction, which also rechecked and
+/// recorded the reply ([`super::TurnEngine::deliver`]), so an erasure finds the turn or the turn
+/// saw the erasure.
+pub(crate) async fn persist<'e>(executor: impl PgExecutor<'e>, r: NewTurnRecord<'_>) -> Result<(), TurnError> {
     let (outbound, failure, claims, withheld) = match r.outcome {
         TurnOutcome::Delivered { outbound_message } => (Some(*outbound_message), None, Value::Array(vec![]), None),
         TurnOutcome::ClaimGuardFailed { claims } => (
@@ -64,7 +67,7 @@ pub(crate) async fn persist(pool: &PgPool, r: NewTurnRecord<'_>) -> Result<(), T
     .bind(r.retrieval_events.iter().map(|e| e.0).collect::<Vec<Uuid>>())
     .bind(r.used.iter().map(|e| e.0).collect::<Vec<Uuid>>())
     .bind(r.started_at)
-    .execute(pool)
+    .execute(executor)
     .await?;
     Ok(())
 }
