@@ -426,8 +426,9 @@ impl ServerSettings {
     /// Reads them from the server behind `admin` (one short connection).
     pub async fn read(admin: &sqlx::postgres::PgConnectOptions) -> Result<Self, BenchError> {
         use sqlx::Connection;
-        let mut connection =
-            sqlx::PgConnection::connect_with(admin).await.map_err(|e| BenchError::Setup(e.to_string()))?;
+        let mut connection = sqlx::PgConnection::connect_with(admin)
+            .await
+            .map_err(|e| BenchError::Setup(crate::database::explain_connect_error(e, admin).to_string()))?;
         let (version, shared_buffers, huge_pages, needed, fsync, synchronous_commit): (
             String,
             String,

@@ -166,22 +166,32 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
 }
 
 /// Opens the database, runs `work`, and closes it (stopping an embedded cluster it started),
-/// whether or not `work` succeeded.
+/// whether or not `work` succeeded. A database whose schema is older than this binary opens
+/// read-only: the reason is printed once to stderr, and a write the server refuses (SQLSTATE
+/// 25006) is reported in the same words.
 async fn with_store<F, Fut>(url: Option<&str>, work: F) -> Result<()>
 where
     F: FnOnce(Store) -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
 {
     let db: OpenDatabase = database::open(url).await.context("opening the memory database")?;
+    let read_only = db.read_only_reason();
+    if let Some(reason) = &read_only {
+        eprintln!("warning: {reason}");
+    }
     let result = work(Store::new(db.pool.clone())).await;
     db.close().await;
-    result
+    match (result, read_only) {
+        (Err(err), Some(reason)) if database::is_read_only_refusal(err.as_ref()) => Err(anyhow::anyhow!(reason)),
+        (result, _) => result,
+    }
 }
 
 /// Runs `work` on the store an MCP server serves from. On DATABASE_URL the server runs as the
-/// login its host was given (a member of mesh_runtime, which may not change the schema): it
-/// migrates only when this binary has migrations the database lacks, and then fails saying to run
-/// `db migrate` as the schema's owner unless the login may. The embedded cluster opens as usual.
+/// login its host was given (a member of mesh_runtime, which may not change the schema): the
+/// schema handshake must find the database current (every call writes its record), otherwise
+/// the server does not start and says why in the handshake's words (`db migrate` is the one
+/// command that migrates a server). The embedded cluster opens as usual.
 #[cfg(feature = "mcp")]
 async fn with_serving_store<F, Fut>(url: Option<&str>, work: F) -> Result<()>
 where
@@ -191,17 +201,33 @@ where
     let Some(url) = url else { return with_store(None, work).await };
     let pool = database::connect(url).await.context("connecting to DATABASE_URL")?;
     let result = async {
-        let pending = database::pending_migrations(&pool).await.context("reading the schema's version")?;
-        if !pending.is_empty() {
-            database::migrate(&pool).await.with_context(|| {
-                format!(
-                    "the database lacks {} migration(s) of this binary and this login cannot apply them: run \
-                     `mesh-memory db migrate` as the schema's owner",
-                    pending.len()
-                )
-            })?;
+        let schema = database::check_schema(&pool).await.context("reading the schema's version")?;
+        if let Some(refusal) = schema.refusal_for_writers() {
+            anyhow::bail!(refusal);
         }
         work(Store::new(pool.clone())).await
+    }
+    .await;
+    pool.close().await;
+    result
+}
+
+/// `db migrate` on a server: the one command that changes a server database's schema. Refuses a
+/// database a newer mesh-memory migrated, naming both versions.
+async fn migrate_server(url: &str) -> Result<()> {
+    let pool = database::connect(url).await.context("connecting to DATABASE_URL")?;
+    let result = async {
+        let schema = database::check_schema(&pool).await.context("reading the schema's version")?;
+        if let (database::SchemaState::Newer { .. }, Some(refusal)) = (&schema, schema.refusal()) {
+            anyhow::bail!(refusal);
+        }
+        database::migrate(&pool).await.context("applying migrations")?;
+        print::line(match schema {
+            database::SchemaState::Current => "migrations applied (the schema was already current)".to_owned(),
+            database::SchemaState::Older { missing, .. } => format!("migrations applied ({} new)", missing.len()),
+            _ => "migrations applied".to_owned(),
+        });
+        Ok(())
     }
     .await;
     pool.close().await;
@@ -211,10 +237,7 @@ where
 async fn db(action: DbAction, url: Option<&str>, json: bool) -> Result<()> {
     if let DbAction::Migrate = action {
         if let Some(url) = url {
-            let pool = database::connect(url).await.context("connecting to DATABASE_URL")?;
-            database::migrate(&pool).await.context("applying migrations")?;
-            print::line("migrations applied");
-            return Ok(());
+            return migrate_server(url).await;
         }
     } else if url.is_some() {
         anyhow::bail!("`db {action:?}` manages the embedded cluster; unset DATABASE_URL to use it");
@@ -309,7 +332,7 @@ async fn eval_locomo(url: Option<&str>, path: &std::path::Path, run: EvalRun<'_>
         }
     };
     let (url, _guard) = admin_url(url)?;
-    let admin: sqlx::postgres::PgConnectOptions = url.parse().context("parsing the database URL")?;
+    let admin = database::connect_options(&url)?;
     let scratch = mesh_memory::database::ScratchDatabase::create(&admin, "mesh_eval", 8).await?;
     eprintln!("evaluating in scratch database {}", scratch.name);
     let options = evaluation::EvalOptions {
@@ -444,7 +467,7 @@ async fn bench(
     json_out: Option<&std::path::Path>,
 ) -> Result<()> {
     let (url, _guard) = admin_url(url)?;
-    let admin: sqlx::postgres::PgConnectOptions = url.parse().context("parsing the database URL")?;
+    let admin = database::connect_options(&url)?;
     let started = std::time::Instant::now();
     let report = mesh_memory::bench::run(&admin, options, |stage| {
         eprintln!("[{:>7.1}s] {stage}", started.elapsed().as_secs_f64());
