@@ -13,6 +13,7 @@ use mesh_memory::views::{
 use mesh_memory::{AgentId, ConversationId, EntryId, RetrievalEventId, RevisionId, SourceId};
 use tauri::State;
 
+use crate::connections::ServerConnection;
 use crate::dto;
 use crate::error::{ConsoleError, ErrorKind};
 use crate::state::Console;
@@ -32,6 +33,46 @@ fn not_found(what: &str, id: impl std::fmt::Display) -> ConsoleError {
 #[specta::specta]
 pub async fn console_status(console: State<'_, Console>) -> Res<dto::ConsoleStatus> {
     Ok(console.status().await)
+}
+
+/// The server connections remembered from earlier runs (no passwords).
+#[tauri::command]
+#[specta::specta]
+pub async fn saved_connections(console: State<'_, Console>) -> Res<Vec<ServerConnection>> {
+    Ok(console.saved_connections())
+}
+
+/// Forget a remembered server connection.
+#[tauri::command]
+#[specta::specta]
+pub async fn forget_connection(console: State<'_, Console>, connection: ServerConnection) -> Res<()> {
+    console.forget_connection(&connection)
+}
+
+/// Open the local demo (the embedded cluster, seeded on first use).
+#[tauri::command]
+#[specta::specta]
+pub async fn connect_demo(console: State<'_, Console>) -> Res<()> {
+    console.connect_demo().await
+}
+
+/// Connect to a PostgreSQL server as one's own login role and sign in.
+#[tauri::command]
+#[specta::specta]
+pub async fn connect_server(
+    console: State<'_, Console>,
+    connection: ServerConnection,
+    password: String,
+    remember: bool,
+) -> Res<OperatorRights> {
+    console.connect_server(connection, &password, remember).await
+}
+
+/// Sign out and close the connection; the connection screen shows again.
+#[tauri::command]
+#[specta::specta]
+pub async fn disconnect(console: State<'_, Console>) -> Res<()> {
+    console.disconnect().await
 }
 
 /// First run on the embedded database: create the operator role and sign in.

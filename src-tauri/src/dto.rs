@@ -10,14 +10,23 @@ use specta::Type;
 /// Where the console is connected, and who is signed in.
 #[derive(Clone, Debug, Serialize, Type)]
 pub struct ConsoleStatus {
-    /// The database could not be opened: why (the UI shows it instead of the sign-in form).
+    /// A database is open; when false (and no `database_error`), the UI shows the connection
+    /// screen.
+    pub connected: bool,
+    /// Started with `DATABASE_URL`: the connection is fixed (no connection screen, no
+    /// disconnect).
+    pub scripted: bool,
+    /// `DATABASE_URL` could not be opened: why (the UI shows it instead of the sign-in form).
     pub database_error: Option<String>,
-    /// Running on the embedded default cluster (no DATABASE_URL).
+    /// Running on the embedded demo cluster.
     pub embedded: bool,
-    /// Host and database name, without credentials.
+    /// Where: role, host, port, database and TLS mode, without credentials.
     pub database_label: String,
     /// No operator role exists yet on the embedded cluster: the first run asks for one.
     pub needs_first_operator: bool,
+    /// The database's schema is older than this console's: the session is read-only, and this
+    /// says why and what the administrator must run (the UI shows it as a banner).
+    pub schema_notice: Option<String>,
     /// The current session, if signed in: the role and what it may do.
     pub session: Option<OperatorRights>,
     /// Why the last session ended without a sign-out (the database stopped accepting its role:

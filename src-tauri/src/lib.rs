@@ -3,6 +3,7 @@
 //! in `ui/src/bindings.ts` are generated from [`specta_builder`] (see the `bindings` test).
 
 pub mod commands;
+pub mod connections;
 pub mod dto;
 pub mod error;
 pub mod state;
@@ -16,6 +17,11 @@ pub fn specta_builder() -> tauri_specta::Builder<tauri::Wry> {
         .disable_serde_phases()
         .commands(tauri_specta::collect_commands![
             commands::console_status,
+            commands::saved_connections,
+            commands::forget_connection,
+            commands::connect_demo,
+            commands::connect_server,
+            commands::disconnect,
             commands::create_first_operator,
             commands::sign_in,
             commands::sign_out,
@@ -51,15 +57,19 @@ pub fn export_bindings(path: &std::path::Path) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// Opens the database (embedded default unless `DATABASE_URL` is set), then runs the window
-/// until it is closed, and stops the embedded cluster on the way out.
+/// Runs the window until it is closed (or the session ends with SIGTERM), then stops the embedded
+/// cluster if this console started it. With `DATABASE_URL` the console opens that database at
+/// once (scripted use); without, it opens on the connection screen.
 pub fn run() {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("MESH_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
         .init();
     let database_url = std::env::var("DATABASE_URL").ok().filter(|u| !u.trim().is_empty());
-    let console = tauri::async_runtime::block_on(state::Console::open(database_url.as_deref()));
+    let console = tauri::async_runtime::block_on(state::Console::start(
+        database_url,
+        connections::SavedConnections::in_user_config(),
+    ));
     let builder = specta_builder();
     let app = tauri::Builder::default()
         .invoke_handler(builder.invoke_handler())

@@ -138,6 +138,12 @@ test("operator console, end to end in a real window", { timeout: 480000 }, async
   });
   session = created.sessionId;
 
+  await t.test("without DATABASE_URL the console opens on the connection screen", async () => {
+    await find('[data-testid="connection-screen"]', 60000);
+    screenshot("00-connection-screen");
+    await click('[data-testid="connect-demo"]');
+  });
+
   await t.test("first run creates the operator role and signs in", async () => {
     await find('form[aria-label="Create operator role"]', 60000);
     await type('input[name="role"]', OPERATOR);

@@ -18,6 +18,11 @@ vi.mock("./bindings", () => ({
     accessTokens: vi.fn(),
     signIn: vi.fn(),
     signOut: vi.fn(),
+    savedConnections: vi.fn(),
+    forgetConnection: vi.fn(),
+    connectDemo: vi.fn(),
+    connectServer: vi.fn(),
+    disconnect: vi.fn(),
   },
 }));
 const mocked = vi.mocked(commands);
@@ -32,9 +37,13 @@ beforeEach(() => {
   mocked.sharingRequests.mockResolvedValue([]);
   mocked.evidenceReview.mockResolvedValue({ items: [], next_after: null });
   mocked.accessTokens.mockResolvedValue([]);
+  mocked.savedConnections.mockResolvedValue([]);
 });
 
 const signedIn = (session: { role: string; can_approve: boolean; limitation: string | null }) => ({
+  connected: true,
+  scripted: false,
+  schema_notice: null as string | null,
   database_error: null,
   embedded: true,
   database_label: "socket /run / postgres",
@@ -124,4 +133,52 @@ it("returns to sign-in when the session ends mid-use, keeping what was typed", a
   expect((within(screen.getByTestId("request-req-1")).getByRole("textbox") as HTMLTextAreaElement).value).toBe(
     "verified with Alex by phone",
   );
+});
+
+const notConnected = {
+  ...signedIn({ role: "x", can_approve: false, limitation: null }),
+  connected: false,
+  embedded: false,
+  database_label: "",
+  session: null,
+};
+
+it("opens on the connection screen and fills the form from a saved connection", async () => {
+  mocked.consoleStatus.mockResolvedValue(notConnected);
+  mocked.savedConnections.mockResolvedValue([
+    { host: "db.internal", port: 6432, database: "mesh_prod", tls: "verify-full", ca_file: "/etc/ca.pem", role: "ava_audit" },
+  ]);
+  renderWithQuery(<App />);
+  expect(await screen.findByTestId("connection-screen")).toBeTruthy();
+  await userEvent.click(await screen.findByText(/ava_audit@db.internal:6432/));
+  expect((screen.getByLabelText("Host") as HTMLInputElement).value).toBe("db.internal");
+  expect((screen.getByLabelText("Role") as HTMLInputElement).value).toBe("ava_audit");
+  expect((screen.getByLabelText("Password") as HTMLInputElement).value).toBe("");
+});
+
+it("sends the server form and shows why the connection failed", async () => {
+  mocked.consoleStatus.mockResolvedValue(notConnected);
+  mocked.connectServer.mockRejectedValue({ kind: "database", message: "certificate not trusted (CA /tmp/wrong.pem)" });
+  renderWithQuery(<App />);
+  await userEvent.type(await screen.findByLabelText("Host"), "localhost");
+  await userEvent.type(screen.getByLabelText("Role"), "ava_audit");
+  await userEvent.type(screen.getByLabelText("Password"), "secret-secret");
+  await userEvent.click(screen.getByTestId("connect-server"));
+  expect((await screen.findByTestId("connection-error")).textContent).toMatch(/certificate not trusted/);
+  expect(mocked.connectServer).toHaveBeenCalledWith(
+    { host: "localhost", port: 5432, database: "mesh_memory", tls: "verify-full", ca_file: null, role: "ava_audit" },
+    "secret-secret",
+    true,
+  );
+});
+
+it("shows the read-only banner when the database's schema is older", async () => {
+  mocked.consoleStatus.mockResolvedValue({
+    ...signedIn({ role: "ava_audit", can_approve: false, limitation: "older schema" }),
+    embedded: false,
+    schema_notice: "this database's schema is older than this console: run mesh-memory db migrate",
+  });
+  renderWithQuery(<App />);
+  expect((await screen.findByTestId("schema-banner")).textContent).toMatch(/mesh-memory db migrate/);
+  expect(screen.getByTestId("disconnect")).toBeTruthy();
 });

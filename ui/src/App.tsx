@@ -1,8 +1,9 @@
 import { useCallback, useEffect, useState } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { commands, type OperatorRights } from "./api";
+import { commands, type ConsoleStatus, type OperatorRights } from "./api";
 import { ErrorNote, Loading } from "./components/Status";
 import { SignIn } from "./views/SignIn";
+import { Connect } from "./views/Connect";
 import { MemoryBrowser } from "./views/MemoryBrowser";
 import { EntryDetailView } from "./views/EntryDetail";
 import { RetrievalEvents } from "./views/RetrievalEvents";
@@ -61,17 +62,20 @@ export function App() {
           <h1>Mesh Memory Console</h1>
           <ErrorNote error={status.data.database_error} />
           <p className="muted">
-            Set DATABASE_URL to a reachable PostgreSQL, or run <code>scripts/setup.sh</code> for the embedded one.
+            DATABASE_URL names a database this console cannot open. Fix it, or start the console without
+            DATABASE_URL to choose a connection.
           </p>
         </div>
       </main>
     );
   }
+  if (!status.data.connected) return <Connect />;
   const shellSession = current ?? (status.data.session_ended ? lastSession : null);
   if (!shellSession) return <SignIn status={status.data} />;
   return (
     <>
       <Shell
+        status={status.data}
         session={shellSession}
         theme={theme}
         toggleTheme={toggleTheme}
@@ -85,11 +89,13 @@ export function App() {
 }
 
 function Shell({
+  status,
   session,
   theme,
   toggleTheme,
   onSignedOut,
 }: {
+  status: ConsoleStatus;
   session: OperatorRights;
   theme: Theme;
   toggleTheme: () => void;
@@ -101,6 +107,15 @@ function Shell({
   const [entryTab, setEntryTab] = useState<EntryTab>("history");
   const signOut = useMutation({
     mutationFn: () => commands.signOut(),
+    onSuccess: () => {
+      onSignedOut();
+      queryClient.invalidateQueries();
+    },
+  });
+  // On a server the sign-in is part of the connection: signing out returns to the connection
+  // screen (the demo and DATABASE_URL keep their database open for the next sign-in).
+  const disconnect = useMutation({
+    mutationFn: () => commands.disconnect(),
     onSuccess: () => {
       onSignedOut();
       queryClient.invalidateQueries();
@@ -139,6 +154,8 @@ function Shell({
           Signed in as <strong>{session.role}</strong>
           {session.can_approve ? (
             <span className="badge ok">operator</span>
+          ) : session.can_erase ? (
+            <span className="badge ok">eraser</span>
           ) : (
             <span className="badge warn" title={session.limitation ?? undefined}>
               read-only
@@ -154,9 +171,18 @@ function Shell({
         >
           {theme === "dark" ? "☀ Light" : "☾ Dark"}
         </button>
+        <span className="muted database-label" data-testid="database-label">
+          {status.database_label}
+          {status.embedded ? " (demo)" : ""}
+        </span>
         <button type="button" className="ghost" onClick={() => signOut.mutate()}>
           Sign out
         </button>
+        {!status.scripted && (
+          <button type="button" className="ghost" data-testid="disconnect" onClick={() => disconnect.mutate()}>
+            Disconnect
+          </button>
+        )}
       </header>
       <nav className="sidebar" aria-label="Views">
         {NAV.map((n) => (
@@ -178,6 +204,11 @@ function Shell({
         <p className="hint">Keys 1–6 switch views, arrows move in lists, Enter opens, Esc closes.</p>
       </nav>
       <main className="content">
+        {status.schema_notice && (
+          <div className="notice" role="alert" data-testid="schema-banner">
+            {status.schema_notice}
+          </div>
+        )}
         {!session.can_approve && session.limitation && view === "sharing" && (
           <div className="notice" role="note" data-testid="approve-limitation">
             {session.limitation}

@@ -8,6 +8,16 @@ import { invoke as __TAURI_INVOKE } from "@tauri-apps/api/core";
 export const commands = {
 	/**  Database, first-run and session state. */
 	consoleStatus: () => __TAURI_INVOKE<ConsoleStatus>("console_status"),
+	/**  The server connections remembered from earlier runs (no passwords). */
+	savedConnections: () => __TAURI_INVOKE<ServerConnection[]>("saved_connections"),
+	/**  Forget a remembered server connection. */
+	forgetConnection: (connection: ServerConnection) => __TAURI_INVOKE<null>("forget_connection", { connection }),
+	/**  Open the local demo (the embedded cluster, seeded on first use). */
+	connectDemo: () => __TAURI_INVOKE<null>("connect_demo"),
+	/**  Connect to a PostgreSQL server as one's own login role and sign in. */
+	connectServer: (connection: ServerConnection, password: string, remember: boolean) => __TAURI_INVOKE<OperatorRights>("connect_server", { connection, password, remember }),
+	/**  Sign out and close the connection; the connection screen shows again. */
+	disconnect: () => __TAURI_INVOKE<null>("disconnect"),
 	/**  First run on the embedded database: create the operator role and sign in. */
 	createFirstOperator: (role: string, password: string) => __TAURI_INVOKE<OperatorRights>("create_first_operator", { role, password }),
 	/**  Sign in with an own PostgreSQL login role. */
@@ -225,14 +235,29 @@ export type ConsoleError = {
 
 /**  Where the console is connected, and who is signed in. */
 export type ConsoleStatus = {
-	/**  The database could not be opened: why (the UI shows it instead of the sign-in form). */
+	/**
+	 *  A database is open; when false (and no `database_error`), the UI shows the connection
+	 *  screen.
+	 */
+	connected: boolean,
+	/**
+	 *  Started with `DATABASE_URL`: the connection is fixed (no connection screen, no
+	 *  disconnect).
+	 */
+	scripted: boolean,
+	/**  `DATABASE_URL` could not be opened: why (the UI shows it instead of the sign-in form). */
 	database_error: string | null,
-	/**  Running on the embedded default cluster (no DATABASE_URL). */
+	/**  Running on the embedded demo cluster. */
 	embedded: boolean,
-	/**  Host and database name, without credentials. */
+	/**  Where: role, host, port, database and TLS mode, without credentials. */
 	database_label: string,
 	/**  No operator role exists yet on the embedded cluster: the first run asks for one. */
 	needs_first_operator: boolean,
+	/**
+	 *  The database's schema is older than this console's: the session is read-only, and this
+	 *  says why and what the administrator must run (the UI shows it as a banner).
+	 */
+	schema_notice: string | null,
 	/**  The current session, if signed in: the role and what it may do. */
 	session: OperatorRights | null,
 	/**
@@ -972,6 +997,25 @@ export type RevisionView = {
  */
 export type RuleName = "eligible" | "foreign_agent" | "erased" | "forgotten" | "not_current" | "restriction" | "no_lineage" | "unknown_evidence" | "audience_not_covered" | "audience_unknown";
 
+/**  A PostgreSQL server and the login role to sign in with; no password. */
+export type ServerConnection = {
+	/**  Host name or address (for `verify-full`, the name the certificate is for). */
+	host: string,
+	/**  TCP port (PostgreSQL's default is 5432). */
+	port: number,
+	/**  The Mesh Memory database on that server. */
+	database: string,
+	/**  How the connection is protected. */
+	tls: TlsMode,
+	/**
+	 *  A PEM file of the CA that signed the server's certificate (`sslrootcert`); none: the
+	 *  system's trusted CAs.
+	 */
+	ca_file: string | null,
+	/**  The person's own PostgreSQL login role. */
+	role: string,
+};
+
 /**  A sharing grant row. */
 export type SharingGrantId = string;
 
@@ -1154,6 +1198,19 @@ export type TextFound = {
 	/**  Rows holding a fingerprint (for statistics: sampled values holding one). */
 	rows: number,
 };
+
+/**  How the connection is protected, as libpq's `sslmode` names it. */
+export type TlsMode = 
+/**  No TLS: only for a server on this machine or a trusted network. */
+"disable" | 
+/**  TLS when the server offers it, without checking its certificate. */
+"prefer" | 
+/**  TLS always, without checking the certificate (with a CA file: as `verify-ca`, as libpq). */
+"require" | 
+/**  TLS with a certificate signed by the CA, any host name. */
+"verify-ca" | 
+/**  TLS with a certificate signed by the CA for exactly this host name (the safe choice). */
+"verify-full";
 
 /**  An operator's revocation of an MCP access token, as the tokens view confirms it. */
 export type TokenRevocation = {

@@ -48,6 +48,9 @@ vi.mock("../bindings", () => ({
 
 const mocked = vi.mocked(commands);
 const status = {
+  connected: true,
+  scripted: false,
+  schema_notice: null,
   database_error: null,
   embedded: true,
   database_label: "/tmp/run / mesh",
