@@ -75,8 +75,10 @@ pub struct TokenBindingRequest<'a> {
     pub expires_at: Option<DateTime<Utc>>,
 }
 
-/// Creates a console login role (`kind`'s group) on a connection with CREATEROLE (the embedded
-/// cluster's first run), after the one check of its name and password ([`input`]).
+/// Creates a console login role (`kind`'s groups) on a connection with CREATEROLE (the embedded
+/// cluster's first run, or `mesh-memory role create` as a server's administrator), after the one
+/// check of its name and password ([`input`]). A connection that may not create the role, or a
+/// server without the product's group roles, is refused with what to do.
 pub async fn create_console_role(
     admin: &sqlx::PgPool,
     name: &str,
@@ -85,7 +87,46 @@ pub async fn create_console_role(
 ) -> Result<(), OperatorError> {
     input::check(input::ROLE, name)?;
     input::check(input::PASSWORD, password)?;
-    Ok(store::create_console_role(admin, name, password, kind).await?)
+    store::create_console_role(admin, name, password, kind).await.map_err(|err| role_creation_refused(err, kind))
+}
+
+/// The `CREATE ROLE` statement [`create_console_role`] would run (SCRAM verifier computed here,
+/// never the password), for an administrator to run in psql; needs no database.
+pub fn console_role_statement(
+    name: &str,
+    password: &str,
+    kind: store::ConsoleRoleKind,
+) -> Result<String, OperatorError> {
+    input::check(input::ROLE, name)?;
+    input::check(input::PASSWORD, password)?;
+    Ok(kind.create_role_statement(name, password)?)
+}
+
+/// The server's refusal of a `CREATE ROLE` in words: no right to create roles or to grant the
+/// groups (42501), or a group that does not exist because the schema was never migrated (42704).
+fn role_creation_refused(err: StoreError, kind: store::ConsoleRoleKind) -> OperatorError {
+    let groups = kind.groups().join(", ");
+    let refusal = match &err {
+        StoreError::Database(e) => e.as_database_error().and_then(|db| match db.code().as_deref() {
+            Some("42501") => Some(format!(
+                "not allowed to create this role ({}): connect as an administrator with CREATEROLE who may grant \
+                 {groups} (PostgreSQL 16 and later: WITH ADMIN OPTION), or print the statement with --print-sql for \
+                 one to run",
+                db.message()
+            )),
+            Some("42704") => Some(format!(
+                "{}: the group roles ({groups}) are created by the schema's migrations; run `mesh-memory db migrate` \
+                 first",
+                db.message()
+            )),
+            _ => None,
+        }),
+        _ => None,
+    };
+    match refusal {
+        Some(text) => OperatorError::Forbidden(text),
+        None => OperatorError::Store(err),
+    }
 }
 
 impl OperatorError {

@@ -47,22 +47,40 @@ pub struct OperatorRights {
     pub erase_limitation: Option<String>,
 }
 
-/// Which group a new console login role joins.
+/// Which kind of person a new console login role is for, and so which groups it joins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ConsoleRoleKind {
-    /// Member of `mesh_operator`: may decide sharing requests.
+    /// Decides sharing requests, reviews evidence, issues and revokes access tokens: a member of
+    /// `mesh_operator`.
     Operator,
-    /// Member of `mesh_console_reader`: may browse only.
+    /// The same group as [`ConsoleRoleKind::Auditor`] (`mesh_console_reader`), under the name
+    /// the console used first; kept so existing callers and saved values still work.
     Reader,
+    /// Reads everything the console shows and changes nothing: a member of
+    /// `mesh_console_reader` (SELECT on every table, EXECUTE on no operator function).
+    Auditor,
+    /// Erases stored text (EXECUTE on `mesh_operator_erase`): a member of `mesh_eraser`, and of
+    /// `mesh_console_reader` so the console shows them what they may erase. Not an operator:
+    /// an organisation gives the one destructive right to fewer people.
+    Eraser,
 }
 
 impl ConsoleRoleKind {
-    fn group(self) -> &'static str {
+    /// The group roles a login of this kind is made a member of.
+    pub fn groups(self) -> &'static [&'static str] {
         match self {
-            ConsoleRoleKind::Operator => "mesh_operator",
-            ConsoleRoleKind::Reader => "mesh_console_reader",
+            ConsoleRoleKind::Operator => &["mesh_operator"],
+            ConsoleRoleKind::Reader | ConsoleRoleKind::Auditor => &["mesh_console_reader"],
+            ConsoleRoleKind::Eraser => &["mesh_eraser", "mesh_console_reader"],
         }
+    }
+
+    /// The `CREATE ROLE` statement for a login role `name` of this kind
+    /// ([`console_role_statement`]), for an administrator to run where this process cannot
+    /// (`mesh-memory role create --print-sql`).
+    pub fn create_role_statement(self, name: &str, password: &str) -> Result<String, StoreError> {
+        console_role_statement(name, password, self)
     }
 }
 
@@ -83,15 +101,11 @@ pub fn validate_role_name(name: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Creates a login role in `kind`'s group with a SCRAM-SHA-256 password. Needs a connection
-/// with CREATEROLE (the embedded cluster's superuser). Fails with `AlreadyExists` if the role
-/// exists.
-pub async fn create_console_role(
-    admin: &PgPool,
-    name: &str,
-    password: &str,
-    kind: ConsoleRoleKind,
-) -> Result<(), StoreError> {
+/// The `CREATE ROLE` statement for a login role `name` of `kind`'s groups, with a SCRAM-SHA-256
+/// verifier of `password` computed here (a fresh salt each call), so the clear password reaches
+/// neither the server nor its logs. Checks the name and the password's length first. Needs no
+/// database: `mesh-memory role create --print-sql` prints it for an administrator's psql.
+fn console_role_statement(name: &str, password: &str, kind: ConsoleRoleKind) -> Result<String, StoreError> {
     validate_role_name(name)?;
     if password.chars().count() < MIN_OPERATOR_PASSWORD_CHARS {
         return Err(StoreError::invalid(
@@ -99,21 +113,43 @@ pub async fn create_console_role(
             format!("must be at least {MIN_OPERATOR_PASSWORD_CHARS} characters"),
         ));
     }
+    let verifier = scram_verifier(password, uuid::Uuid::new_v4().as_bytes(), SCRAM_ITERATIONS);
+    let groups: Vec<String> = kind.groups().iter().map(|group| quote_identifier(group)).collect();
+    Ok(format!(
+        "CREATE ROLE {} LOGIN PASSWORD {} IN ROLE {}",
+        quote_identifier(name),
+        quote_literal(&verifier),
+        groups.join(", ")
+    ))
+}
+
+/// `text` as a double-quoted SQL identifier.
+fn quote_identifier(text: &str) -> String {
+    format!("\"{}\"", text.replace('"', "\"\""))
+}
+
+/// `text` as a single-quoted SQL literal (standard_conforming_strings, PostgreSQL's default).
+fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// Creates a login role in `kind`'s groups with a SCRAM-SHA-256 password
+/// ([`console_role_statement`]). Needs a connection with CREATEROLE (the embedded cluster's
+/// superuser, or a server's administrator). Fails with `AlreadyExists` if the role exists.
+pub async fn create_console_role(
+    admin: &PgPool,
+    name: &str,
+    password: &str,
+    kind: ConsoleRoleKind,
+) -> Result<(), StoreError> {
+    let statement = console_role_statement(name, password, kind)?;
     let exists: (bool,) =
         sqlx::query_as("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)").bind(name).fetch_one(admin).await?;
     if exists.0 {
         return Err(StoreError::AlreadyExists { what: format!("role {name}") });
     }
-    let verifier = scram_verifier(password, uuid::Uuid::new_v4().as_bytes(), SCRAM_ITERATIONS);
-    // Utility statements take no bind parameters; the server quotes the name and verifier
-    // itself (format %I / %L), so no caller text is ever spliced into SQL here.
-    let (statement,): (String,) =
-        sqlx::query_as("SELECT format('CREATE ROLE %I LOGIN PASSWORD %L IN ROLE %I', $1, $2, $3)")
-            .bind(name)
-            .bind(&verifier)
-            .bind(kind.group())
-            .fetch_one(admin)
-            .await?;
+    // The statement holds a checked name (lower-case letters, digits, `_`), a base64 verifier and
+    // constant group names, each quoted; utility statements take no bind parameters.
     sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
         .execute(admin)
         .await
@@ -276,6 +312,17 @@ mod tests {
         // RFC 7914 section 11: PBKDF2-HMAC-SHA256("passwd", "salt", 1), first 32 bytes.
         let out = pbkdf2_sha256(b"passwd", b"salt", 1);
         assert_eq!(hex::encode(out), "55ac046e56e3089fec1691c22544b605f94185216dde0465e68b9d57c20dacbc");
+    }
+
+    #[test]
+    fn the_statement_quotes_and_names_every_group() {
+        let statement = console_role_statement("erin_erase", "twelve chars!", ConsoleRoleKind::Eraser).unwrap();
+        assert!(statement.starts_with("CREATE ROLE \"erin_erase\" LOGIN PASSWORD 'SCRAM-SHA-256$4096:"), "{statement}");
+        assert!(statement.ends_with("IN ROLE \"mesh_eraser\", \"mesh_console_reader\""), "{statement}");
+        assert!(!statement.contains("twelve chars"));
+        assert!(console_role_statement("erin", "short", ConsoleRoleKind::Auditor).is_err());
+        assert_eq!(quote_identifier("a\"b"), "\"a\"\"b\"");
+        assert_eq!(quote_literal("it's"), "'it''s'");
     }
 
     #[test]

@@ -42,6 +42,11 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: EraseAction,
     },
+    /// Login roles for the console's three kinds of user (run as the database's administrator).
+    Role {
+        #[command(subcommand)]
+        action: RoleAction,
+    },
     /// Show an entry's revision history with lineage and audience evidence.
     Show {
         /// Entry id: the full UUID, or the 12-digit short id a prompt or tool result showed.
@@ -360,6 +365,49 @@ pub(crate) enum DbAction {
     Migrate,
     /// Print the connection URL of the embedded cluster (it contains the generated password).
     Url,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum RoleAction {
+    /// Create a login role for one person: an operator (decides sharing requests, reviews
+    /// evidence, issues and revokes access tokens), an auditor (reads everything the console
+    /// shows, changes nothing) or an eraser (erases stored text). The password is read from
+    /// MESH_NEW_ROLE_PASSWORD, or one line on stdin (never an argument), and only its SCRAM
+    /// verifier, computed here, is sent. Runs as DATABASE_URL's role, which needs CREATEROLE;
+    /// with --print-sql nothing is connected to: the CREATE ROLE statement is printed for an
+    /// administrator to run in psql.
+    Create {
+        /// The role's name: lower-case letters, digits or `_`, starting with a letter.
+        name: String,
+        /// What the person may do.
+        #[arg(long, value_enum)]
+        kind: RoleKind,
+        /// Print the CREATE ROLE statement (with the verifier, not the password) instead of
+        /// running it.
+        #[arg(long)]
+        print_sql: bool,
+    },
+}
+
+/// The kinds of console user `role create` makes a login for.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub(crate) enum RoleKind {
+    /// Member of mesh_operator.
+    Operator,
+    /// Member of mesh_console_reader.
+    Auditor,
+    /// Member of mesh_eraser and mesh_console_reader.
+    Eraser,
+}
+
+impl From<RoleKind> for mesh_memory::store::ConsoleRoleKind {
+    fn from(kind: RoleKind) -> Self {
+        match kind {
+            RoleKind::Operator => Self::Operator,
+            RoleKind::Auditor => Self::Auditor,
+            RoleKind::Eraser => Self::Eraser,
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]

@@ -11,7 +11,9 @@ use mesh_memory::EntryId;
 
 #[cfg(feature = "qdrant")]
 use crate::args::QdrantAction;
-use crate::args::{Cli, Command, DbAction, DemoAction, EraseAction, EraseConfirmation, EvalSuite, IndexAction};
+use crate::args::{
+    Cli, Command, DbAction, DemoAction, EraseAction, EraseConfirmation, EvalSuite, IndexAction, RoleAction,
+};
 #[cfg(feature = "mcp")]
 use crate::args::{McpAction, TokenAction};
 use crate::print;
@@ -155,6 +157,9 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
         Command::Erase { action } => {
             with_store(cli.database_url.as_deref(), |store| async move { erase(&store, action, cli.json).await }).await
         }
+        Command::Role { action: RoleAction::Create { name, kind, print_sql } } => {
+            create_role(cli.database_url.as_deref(), &name, kind.into(), print_sql, cli.json).await
+        }
         Command::Show { entry } => {
             with_store(cli.database_url.as_deref(), |store| async move {
                 let entry = store.find_entry(&entry).await?;
@@ -268,6 +273,29 @@ async fn db(action: DbAction, url: Option<&str>, json: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `role create`: a login role for one person, made as DATABASE_URL's administrator (or the
+/// embedded cluster's), or its CREATE ROLE statement printed for one to run.
+async fn create_role(
+    url: Option<&str>,
+    name: &str,
+    kind: mesh_memory::store::ConsoleRoleKind,
+    print_sql: bool,
+    json: bool,
+) -> Result<()> {
+    let password = crate::password::new_role_password(name)?;
+    if print_sql {
+        let statement = operator::console_role_statement(name, &password, kind)?;
+        print::line(format_args!("{statement};"));
+        return Ok(());
+    }
+    let (url, _guard) = admin_url(url)?;
+    let pool = database::connect(&url).await.context("connecting as the administrator")?;
+    let created = operator::create_console_role(&pool, name, &password, kind).await;
+    pool.close().await;
+    created?;
+    print::role_created(json, name, kind)
 }
 
 async fn demo_seed(store: &Store, json: bool) -> Result<()> {

@@ -5,6 +5,7 @@
 
 mod args;
 mod dispatch;
+mod password;
 mod print;
 
 use std::process::ExitCode;

@@ -183,3 +183,13 @@ pub(crate) fn recall(as_json: bool, outcome: &SearchOutcome, prompt: bool) -> Re
     }
     Ok(())
 }
+
+/// `role create`'s report: the role, its kind and the groups it joined.
+pub(crate) fn role_created(as_json: bool, role: &str, kind: mesh_memory::store::ConsoleRoleKind) -> Result<()> {
+    if as_json {
+        return json(&serde_json::json!({ "role": role, "kind": kind, "groups": kind.groups() }));
+    }
+    let kind_name = serde_json::to_value(kind)?.as_str().unwrap_or_default().to_owned();
+    println!("created login role {role} ({kind_name}: member of {})", kind.groups().join(", "));
+    Ok(())
+}
