@@ -59,7 +59,8 @@ pub fn export_bindings(path: &std::path::Path) -> Result<(), String> {
 
 /// Runs the window until it is closed (or the session ends with SIGTERM), then stops the embedded
 /// cluster if this console started it. With `DATABASE_URL` the console opens that database at
-/// once (scripted use); without, it opens on the connection screen.
+/// once (scripted use); without, it opens on the connection screen, or with `--demo` on the
+/// local demo (`scripts/run-console.sh`).
 pub fn run() {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("MESH_LOG").unwrap_or_else(|_| "warn".into()))
@@ -70,6 +71,12 @@ pub fn run() {
         database_url,
         connections::SavedConnections::in_user_config(),
     ));
+    if database_url_unset_and_demo_asked(&console) {
+        if let Err(err) = tauri::async_runtime::block_on(console.connect_demo()) {
+            // The connection screen shows; the demo can be tried again from it.
+            tracing::error!("cannot open the local demo: {err}");
+        }
+    }
     let builder = specta_builder();
     let app = tauri::Builder::default()
         .invoke_handler(builder.invoke_handler())
@@ -92,6 +99,11 @@ pub fn run() {
             tauri::async_runtime::block_on(console.close());
         }
     });
+}
+
+/// `--demo` on the command line, and no `DATABASE_URL` (which wins: it names the one database).
+fn database_url_unset_and_demo_asked(console: &state::Console) -> bool {
+    std::env::args().skip(1).any(|arg| arg == "--demo") && !console.is_scripted()
 }
 
 async fn shutdown_signal() {

@@ -85,6 +85,11 @@ impl Console {
         *self.ended.write().await = None;
     }
 
+    /// Started with `DATABASE_URL`: the one database it opened is the only one.
+    pub fn is_scripted(&self) -> bool {
+        self.scripted_url.is_some()
+    }
+
     /// The server connections remembered from earlier runs (no passwords).
     pub fn saved_connections(&self) -> Vec<ServerConnection> {
         self.saved.list()
