@@ -314,12 +314,19 @@ fn explain_tls_error(err: &rustls::Error, options: &PgConnectOptions) -> Connect
                 presented: if presented.is_empty() {
                     String::new()
                 } else {
-                    format!(" (it is for {})", presented.join(", "))
+                    let names: Vec<&str> = presented.iter().map(|name| presented_name(name)).collect();
+                    format!(" (it is for {})", names.join(", "))
                 },
             }
         }
         other => ConnectError::CertificateRefused { reason: other.to_string() },
     }
+}
+
+/// A name rustls reports a certificate holds, without its debug wrapping (`DnsName("localhost")`
+/// is `localhost`).
+fn presented_name(name: &str) -> &str {
+    name.strip_prefix("DnsName(\"").and_then(|rest| rest.strip_suffix("\")")).unwrap_or(name)
 }
 
 /// The rustls error somewhere in `err`'s chain: sqlx wraps a failed handshake in an I/O error
