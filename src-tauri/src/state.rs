@@ -141,7 +141,7 @@ impl Console {
         let _switching = self.switching.lock().await;
         self.close_current().await;
         let session = sign_in_at(&server, &target.role, password).await?;
-        let schema = database::check_schema(session.store().pool()).await.map_err(|e| database_error(&e));
+        let schema = database::check_schema(session.store().pool()).await.map_err(|e| schema_unreadable(&e, &target));
         let schema = match schema {
             Ok(schema) => schema,
             Err(err) => {
@@ -383,6 +383,23 @@ fn connect_error(err: sqlx::Error, server: &PgConnectOptions, role: &str) -> Con
     let kind = if wrong_password { ErrorKind::NotSignedIn } else { ErrorKind::Database };
     let options = server.clone().username(role.trim());
     ConsoleError::new(kind, database::explain_connect_error(err, &options).to_string())
+}
+
+/// Why the schema version could not be read: a role in none of the product's groups may not read
+/// `_sqlx_migrations`, and is told which group to ask for.
+fn schema_unreadable(err: &sqlx::Error, target: &ServerConnection) -> ConsoleError {
+    match err.as_database_error().and_then(|db| db.code()).as_deref() {
+        Some("42501") => ConsoleError::new(
+            ErrorKind::Forbidden,
+            format!(
+                "role {role} may not read this database's schema version: it is not an operator, auditor or eraser \
+                 here; ask an administrator for one of these roles (mesh-memory role create, or GRANT \
+                 mesh_console_reader TO {role})",
+                role = target.role.trim()
+            ),
+        ),
+        _ => database_error(err),
+    }
 }
 
 /// The session's rights, restricted to reading when the schema is older than this console.

@@ -95,6 +95,15 @@ async fn an_auditor_connects_over_verified_tls_and_the_schema_decides_what_it_ma
     assert!(wrong.message.contains("password authentication failed"), "{}", wrong.message);
     assert!(!wrong.message.contains("not-the-password"));
 
+    // A login role in none of the product's groups is told which role to ask for.
+    let mut admin = server.admin().await;
+    sqlx::query("CREATE ROLE tls_nobody LOGIN PASSWORD 'nobody-password-1'").execute(&mut admin).await.unwrap();
+    let nobody = ServerConnection { role: "tls_nobody".into(), ..server.auditor("MESH_TLS_CA") };
+    let refused = console.connect_server(nobody, "nobody-password-1", true).await.unwrap_err();
+    assert_eq!(refused.kind, ErrorKind::Forbidden);
+    assert!(refused.message.contains("GRANT mesh_console_reader TO tls_nobody"), "{}", refused.message);
+    assert!(!console.status().await.connected && console.saved_connections().is_empty());
+
     // The right CA: signed in as the auditor, who may read and nothing else.
     let rights = console.connect_server(server.auditor("MESH_TLS_CA"), &password, true).await.expect("connect");
     assert_eq!(rights.role, server.get("MESH_TLS_AUDITOR"));
@@ -112,7 +121,6 @@ async fn an_auditor_connects_over_verified_tls_and_the_schema_decides_what_it_ma
 
     // An older database (its newest migration not applied): a read-only session the server
     // enforces, with the words the banner shows.
-    let mut admin = server.admin().await;
     let newest = newest_migration(&mut admin).await;
     let row: (String, Vec<u8>, i64) =
         sqlx::query_as("SELECT description, checksum, execution_time FROM _sqlx_migrations WHERE version = $1")
