@@ -105,7 +105,8 @@ pub enum ConnectError {
 
 /// Reads a PostgreSQL URL into connect options, with libpq's TLS semantics: a bad `sslmode` is a
 /// [`ConnectError::InvalidSslMode`], `sslmode=require` with an `sslrootcert` verifies the chain
-/// like `verify-ca`, and a CA file that cannot be read is reported before any connection is tried.
+/// like `verify-ca`, a unix socket is never asked for TLS (as libpq), and a CA file that cannot be
+/// read is reported before any connection is tried.
 pub fn connect_options(url: &str) -> Result<PgConnectOptions, ConnectError> {
     let ssl_mode = query_parameter(url, &["sslmode", "ssl-mode"]);
     if let Some(value) = &ssl_mode {
@@ -118,8 +119,10 @@ pub fn connect_options(url: &str) -> Result<PgConnectOptions, ConnectError> {
     let root_cert = query_parameter(url, &["sslrootcert", "ssl-root-cert", "ssl-ca"])
         .or_else(|| std::env::var("PGSSLROOTCERT").ok())
         .filter(|value| !value.trim().is_empty());
-    let options = match (options.get_ssl_mode(), &root_cert) {
-        (PgSslMode::Require, Some(_)) => options.ssl_mode(PgSslMode::VerifyCa),
+    let options = match (options.get_socket(), options.get_ssl_mode(), &root_cert) {
+        // libpq never asks for TLS on a unix socket (PostgreSQL offers none there).
+        (Some(_), _, _) => options.ssl_mode(PgSslMode::Disable),
+        (None, PgSslMode::Require, Some(_)) => options.ssl_mode(PgSslMode::VerifyCa),
         _ => options,
     };
     if let (Some(path), true) = (ca_file(root_cert.as_deref()), !matches!(options.get_ssl_mode(), PgSslMode::Disable)) {
@@ -399,6 +402,8 @@ mod tests {
         assert!(matches!(connect_options(&url).unwrap().get_ssl_mode(), PgSslMode::VerifyCa));
         let plain = connect_options("postgres://u@db.example/x?sslmode=require").unwrap();
         assert!(matches!(plain.get_ssl_mode(), PgSslMode::Require));
+        let socket = connect_options("postgres://u@localhost/x?host=/run/postgresql").unwrap();
+        assert!(matches!(socket.get_ssl_mode(), PgSslMode::Disable));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
