@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use mesh_memory::database::{self, ConnectError};
+use mesh_memory::operator::{OperatorError, OperatorSession};
+use mesh_memory::store::StoreError;
 
 /// The servers the script started, stopped (and their directory removed) when dropped.
 struct TlsServer {
@@ -184,4 +186,23 @@ async fn the_cli_connects_over_verified_tls_and_names_each_failure() {
     assert!(matches!(untrusted, Err(ConnectError::CertificateNotTrusted { .. })));
     let closed = database::connect(&server.url(&credentials, "localhost:1", "x", "sslmode=require")).await;
     assert!(matches!(closed, Err(ConnectError::NoServer { ref address, .. }) if address == "localhost:1"));
+
+    // The console's sign-in: the auditor over verify-full, with the auditor's rights; an address
+    // where nothing answers fails at once, named like the CLI's.
+    let tls_options = database::connect_options(&server.auditor_url("localhost", &server.verify_full("MESH_TLS_CA")))
+        .expect("the URL reads");
+    let session = OperatorSession::sign_in(&tls_options, server.var("MESH_TLS_AUDITOR"), &password).await.unwrap();
+    assert!(session.rights().can_browse && !session.rights().can_approve, "{:?}", session.rights());
+    session.close().await;
+    let nowhere = tls_options.clone().port(1);
+    let started = std::time::Instant::now();
+    match OperatorSession::sign_in(&nowhere, server.var("MESH_TLS_AUDITOR"), &password).await {
+        Err(OperatorError::Store(StoreError::Database(err))) => {
+            let explained = database::explain_connect_error(err, &nowhere).to_string();
+            assert_eq!(explained, "no PostgreSQL server answers at localhost:1 (connection refused)");
+        }
+        Err(other) => panic!("expected a connection error, got {other}"),
+        Ok(_) => panic!("nothing listens on port 1"),
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "refused at once, not after the pool's timeout");
 }

@@ -213,19 +213,24 @@ pub fn server_address(options: &PgConnectOptions) -> String {
 /// wrong port fails at once instead of after the pool's acquire timeout (the pool retries a
 /// refused connection, taking it for a server still starting). Nothing is sent.
 pub(crate) async fn reach_server(options: &PgConnectOptions) -> Result<(), ConnectError> {
-    let address = server_address(options);
-    let no_server = |cause: String| ConnectError::NoServer { address: address.clone(), cause };
+    reach(options).await.map_err(|e| ConnectError::NoServer { address: server_address(options), cause: io_cause(&e) })
+}
+
+/// [`reach_server`]'s check as an I/O result (a timeout is `TimedOut`), for callers whose errors
+/// carry a `sqlx::Error` ([`explain_connect_error`] names it the same way).
+pub(crate) async fn reach(options: &PgConnectOptions) -> std::io::Result<()> {
     let attempt = async {
         match options.get_socket() {
-            Some(_) => tokio::net::UnixStream::connect(&address).await.map(drop),
+            Some(_) => tokio::net::UnixStream::connect(server_address(options)).await.map(drop),
             None => tokio::net::TcpStream::connect((options.get_host(), options.get_port())).await.map(drop),
         }
     };
-    match tokio::time::timeout(REACH_TIMEOUT, attempt).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(no_server(io_cause(&e))),
-        Err(_) => Err(no_server(format!("no answer within {} s", REACH_TIMEOUT.as_secs()))),
-    }
+    tokio::time::timeout(REACH_TIMEOUT, attempt).await.unwrap_or_else(|_| {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no answer within {} s", REACH_TIMEOUT.as_secs()),
+        ))
+    })
 }
 
 /// An I/O error's reason in lower case, without the OS error number.

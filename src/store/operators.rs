@@ -174,9 +174,12 @@ pub async fn operator_login_roles(admin: &PgPool) -> Result<Vec<String>, StoreEr
 
 /// Opens a small pool authenticated as `role` on the same server and database as `server`
 /// (whose own credentials are not reused). A wrong password is a `Database` error from the
-/// server, reported without the password.
+/// server, reported without the password; an address where nothing answers fails at once (an
+/// I/O error, not the pool's retries until its timeout). `database::explain_connect_error` names
+/// either.
 pub async fn connect_as(server: &PgConnectOptions, role: &str, password: &str) -> Result<PgPool, StoreError> {
     let options = server.clone().username(role).password(password).application_name("mesh-memory-console");
+    crate::database::reach(&options).await.map_err(sqlx::Error::Io)?;
     Ok(crate::database::pool_options()
         .max_connections(4)
         .acquire_timeout(std::time::Duration::from_secs(10))
