@@ -16,6 +16,11 @@ export function SignIn({ status, ended, lastRole }: { status: ConsoleStatus; end
   const [confirm, setConfirm] = useState("");
   const mismatch = firstRun && confirm.length > 0 && password !== confirm;
 
+  // Back to the connection screen (closes the demo database this console opened).
+  const disconnect = useMutation({
+    mutationFn: () => commands.disconnect(),
+    onSuccess: () => queryClient.invalidateQueries(),
+  });
   const signIn = useMutation({
     mutationFn: () =>
       firstRun ? commands.createFirstOperator(role.trim(), password) : commands.signIn(role.trim(), password),
@@ -102,6 +107,17 @@ export function SignIn({ status, ended, lastRole }: { status: ConsoleStatus; end
         <button type="submit" className="primary" disabled={signIn.isPending || mismatch}>
           {signIn.isPending ? "Signing in…" : firstRun ? "Create role and sign in" : "Sign in"}
         </button>
+        {!status.scripted && !ended && (
+          <button
+            type="button"
+            className="link"
+            data-testid="back-to-connections"
+            disabled={disconnect.isPending}
+            onClick={() => disconnect.mutate()}
+          >
+            Choose another database
+          </button>
+        )}
       </form>
     </main>
   );

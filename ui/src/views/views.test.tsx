@@ -30,6 +30,7 @@ vi.mock("../bindings", () => ({
     createFirstOperator: vi.fn(),
     signIn: vi.fn(),
     signOut: vi.fn(),
+    disconnect: vi.fn(),
     listAgents: vi.fn(),
     listSubjects: vi.fn(),
     listConversations: vi.fn(),
@@ -117,6 +118,16 @@ describe("SignIn", () => {
     await userEvent.type(screen.getByLabelText("Password"), "nope");
     await userEvent.click(screen.getByRole("button", { name: "Sign in" }));
     expect((await screen.findByRole("alert")).textContent).toMatch(/wrong role name or password/);
+  });
+
+  it("offers the connection screen again, except for a DATABASE_URL console", async () => {
+    mocked.disconnect.mockResolvedValue(null);
+    const { unmount } = renderWithQuery(<SignIn status={{ ...status, needs_first_operator: false }} />);
+    await userEvent.click(screen.getByTestId("back-to-connections"));
+    await waitFor(() => expect(mocked.disconnect).toHaveBeenCalled());
+    unmount();
+    renderWithQuery(<SignIn status={{ ...status, needs_first_operator: false, scripted: true }} />);
+    expect(screen.queryByTestId("back-to-connections")).toBeNull();
   });
 });
 
