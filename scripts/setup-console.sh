@@ -3,7 +3,8 @@
 # Debian 12 machine. Idempotent; safe to rerun. Runs the core setup (embedded PostgreSQL) first.
 #  - Debian packages: WebKitGTK 4.1 and friends (Tauri 2 on Linux), Xvfb + xauth (a real window
 #    without a display), webkit2gtk-driver (WebKitWebDriver for the end-to-end suite),
-#    imagemagick (`import -window root` screenshots of the Xvfb screen).
+#    imagemagick (`import -window root` screenshots of the Xvfb screen), patchelf
+#    (scripts/build-package.sh points the packaged PostgreSQL at its own libraries).
 #  - tauri-driver (the WebDriver bridge), `cargo install --locked` into .mesh/cargo-tools.
 #  - the UI's npm dependencies (`npm ci` in ui/, from the committed package-lock.json).
 set -euo pipefail
@@ -13,6 +14,7 @@ scripts/setup.sh
 APT_PACKAGES=(
   libwebkit2gtk-4.1-dev librsvg2-dev libayatana-appindicator3-dev libsoup-3.0-dev libjavascriptcoregtk-4.1-dev
   build-essential pkg-config file xvfb xauth webkit2gtk-driver imagemagick dbus-x11 fonts-dejavu-core
+  patchelf
 )
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -1,10 +1,6 @@
-//! tauri-build reads `tauri.conf.json` from the current directory; the config sits at the
-//! repository root (beside `icons/` and `ui/`), so change there first.
+//! tauri-build reads `tauri.conf.json` beside this crate's Cargo.toml (where the Tauri CLI looks
+//! for it too, to bundle the package); the UI it embeds is `../ui/dist`.
 fn main() {
-    let manifest_dir = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
-    let root = manifest_dir.parent().expect("src-tauri has a parent").to_path_buf();
-    println!("cargo:rerun-if-changed={}", root.join("tauri.conf.json").display());
-    println!("cargo:rerun-if-changed={}", root.join("ui/dist").display());
-    std::env::set_current_dir(&root).expect("cannot enter the repository root");
+    println!("cargo:rerun-if-changed=../ui/dist");
     tauri_build::build();
 }

@@ -91,7 +91,7 @@ pub fn run() {
             });
             Ok(())
         })
-        .build(tauri::generate_context!("../tauri.conf.json"))
+        .build(tauri::generate_context!())
         .expect("cannot start the console window");
     app.run(|handle, event| {
         if let tauri::RunEvent::Exit = event {
