@@ -7,7 +7,8 @@
 #      run with the INSTALLED CLI, so the server is the package's PostgreSQL 18 with pgvector),
 #   4. launches the INSTALLED console under Xvfb with no DATABASE_URL through tauri-driver
 #      (ui/e2e/package.e2e.mjs): the connection screen, a wrong CA refused, the right CA with
-#      verify-full signing an auditor in to the memory browser; screenshots and the time from
+#      verify-full signing an auditor in to the memory browser, then the local demo on the
+#      package's PostgreSQL, stopped when the console closes; screenshots and the time from
 #      launch to the first screen land in $PACKAGE_SCREENSHOTS (default target/package-screenshots).
 # The package stays installed afterwards.
 set -euo pipefail
@@ -52,7 +53,11 @@ TLS_DIR="$WORK/tls"
 MESH_BIN=/usr/bin/mesh-memory scripts/tls-test-server.sh stop "$TLS_DIR" >/dev/null 2>&1 || true # a previous run's
 rm -rf "$WORK"
 mkdir -p "$WORK"
-trap 'MESH_BIN=/usr/bin/mesh-memory scripts/tls-test-server.sh stop "$TLS_DIR" >/dev/null 2>&1 || true' EXIT
+cleanup() {
+  MESH_BIN=/usr/bin/mesh-memory scripts/tls-test-server.sh stop "$TLS_DIR" >/dev/null 2>&1 || true
+  MESH_DATA_DIR="$WORK/demo-pg" /usr/bin/mesh-memory db stop >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
 set -a
 eval "$(cd / && env -u MESH_PG_BIN MESH_BIN=/usr/bin/mesh-memory "$ROOT/scripts/tls-test-server.sh" start "$TLS_DIR")"
 set +a
@@ -70,4 +75,9 @@ export CONSOLE_APP=/usr/bin/mesh-memory-console TAURI_DRIVER="$TOOLS_DIR/bin/tau
 # WebKitGTK under Xvfb: without compositing the window paints (otherwise it can stay blank).
 export WEBKIT_DISABLE_COMPOSITING_MODE=1
 (cd / && xvfb-run -a -s "-screen 0 1400x900x24" node --test "$ROOT/ui/e2e/package.e2e.mjs")
+# The console opened the local demo last; ending the session closed it, which stops the cluster.
+sleep 1
+if pgrep -f "postgres -D $MESH_DATA_DIR/pgdata" >/dev/null; then
+  fail "the console left its local demo PostgreSQL running after it was closed"
+fi
 echo "package: all checks passed in $((SECONDS - started)) s; screenshots in $SCREENSHOTS"

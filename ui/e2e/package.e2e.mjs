@@ -7,14 +7,18 @@
 // Environment: CONSOLE_APP (the installed /usr/bin/mesh-memory-console), TAURI_DRIVER,
 // SCREENSHOT_DIR, and the TLS server's MESH_TLS_PORT, MESH_TLS_HOST, MESH_TLS_CA,
 // MESH_TLS_WRONG_CA, MESH_TLS_DATABASE, MESH_TLS_AUDITOR, MESH_TLS_AUDITOR_PASSWORD;
-// CONSOLE_CONFIG_DIR (the app's XDG_CONFIG_HOME) to check that no password was saved.
+// CONSOLE_CONFIG_DIR (the app's XDG_CONFIG_HOME) to check that no password was saved;
+// MESH_DATA_DIR, where the local demo's cluster is made.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
+import { existsSync, readFileSync, readlinkSync, writeFileSync, mkdirSync } from "node:fs";
+import { execFileSync } from "node:child_process";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { startDriver, screenshot as saveScreenshot, waitFor } from "./webdriver.mjs";
 
 const env = process.env;
+const CLOSE_WINDOW = fileURLToPath(new URL("./close-window.py", import.meta.url));
 const SHOTS = env.SCREENSHOT_DIR ?? "target/package-screenshots";
 const screenshot = (name) => saveScreenshot(SHOTS, name);
 
@@ -86,5 +90,23 @@ test("the installed console signs an auditor in over verify-full TLS", { timeout
     const saved = readFileSync(file, "utf8");
     assert.match(saved, new RegExp(env.MESH_TLS_AUDITOR));
     assert.ok(!saved.includes(env.MESH_TLS_AUDITOR_PASSWORD), "no password on disk");
+  });
+
+  await t.test("the local demo runs on the package's own PostgreSQL, stopped when the window closes", async () => {
+    assert.ok(env.MESH_DATA_DIR, "MESH_DATA_DIR is required");
+    await driver.click('[data-testid="disconnect"]');
+    await driver.click('[data-testid="connect-demo"]');
+    // A fresh demo database: initdb, start, migrations (pgvector), then the first-run form.
+    await driver.find('form[aria-label="Create operator role"]', 120000);
+    const postmaster = execFileSync("pgrep", ["-f", `postgres -D ${env.MESH_DATA_DIR}/pgdata`], { encoding: "utf8" })
+      .trim()
+      .split("\n")[0];
+    assert.equal(readlinkSync(`/proc/${postmaster}/exe`), "/usr/lib/mesh-memory/postgresql/bin/postgres");
+    screenshot("04-local-demo");
+
+    // Closing the window as a person does (WebDriver's own close would kill the app) ends the
+    // console, which stops the cluster it started.
+    execFileSync("python3", [CLOSE_WINDOW, "Mesh Memory Console"]);
+    await waitFor("the demo PostgreSQL to stop", async () => !existsSync(`/proc/${postmaster}`), 60000);
   });
 });
