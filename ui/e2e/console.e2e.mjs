@@ -374,7 +374,7 @@ test("operator console, end to end in a real window", { timeout: 480000 }, async
   });
 
   await t.test("a role without operator rights can browse but not approve, and is told why", async () => {
-    await click("header.topbar button:last-child");
+    await click('[data-testid="sign-out"]');
     await find('form[aria-label="Sign in"]');
     await type('input[name="role"]', ids.reader_role);
     await type('input[name="password"]', ids.reader_password);
@@ -414,7 +414,7 @@ test("operator console, end to end in a real window", { timeout: 480000 }, async
   // Last: it erases Alex's memories and messages, which earlier tests read.
   await t.test("the operator erases a person's memories: preview, reason, typed confirmation; the lineage shows the erasure", async () => {
     fixture("grant-eraser", OPERATOR);
-    await click("header.topbar button:last-child");
+    await click('[data-testid="sign-out"]');
     await find('form[aria-label="Sign in"]');
     await type('input[name="role"]', OPERATOR);
     await type('input[name="password"]', OPERATOR_PASSWORD);
@@ -464,5 +464,11 @@ test("operator console, end to end in a real window", { timeout: 480000 }, async
     assert.ok(after.bodies.length >= 2);
     assert.deepEqual([...new Set(after.bodies)], ["[erased]"]);
     assert.deepEqual(after.operator_actions, [`${OPERATOR}:person:${reason}`]);
+  });
+
+  await t.test("disconnecting returns to the connection screen", async () => {
+    await click('[data-testid="disconnect"]');
+    await find('[data-testid="connection-screen"]');
+    assert.equal(await count('[data-testid="session-role"]'), 0, "signed out");
   });
 });

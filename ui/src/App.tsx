@@ -175,7 +175,7 @@ function Shell({
           {status.database_label}
           {status.embedded ? " (demo)" : ""}
         </span>
-        <button type="button" className="ghost" onClick={() => signOut.mutate()}>
+        <button type="button" className="ghost" data-testid="sign-out" onClick={() => signOut.mutate()}>
           Sign out
         </button>
         {!status.scripted && (
