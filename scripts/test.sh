@@ -2,8 +2,8 @@
 # Sets up and runs every test: installs what is needed, starts a throwaway embedded PostgreSQL
 # (and, for the Qdrant suites, a throwaway Qdrant from ../shared/tools/qdrant), runs fmt, clippy and
 # every suite against them (core, the feature-gated semantic and benchmark suites, the operator
-# console with its real-window end-to-end suite), and stops every server it started, even on
-# failure. Tests copy their databases from one migrated template and drop them.
+# console with its real-window end-to-end suite, the Debian package installed and driven), and
+# stops every server it started, even on failure. Tests copy their databases from one migrated template and drop them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -25,7 +25,8 @@ RUN_DIR="$(mktemp -d /tmp/mesh-test-run.XXXXXX)"
 stop_servers() {
   # A cluster's directory holds pgdata/postmaster.pid while its server runs.
   # (A directory already removed is not an error: this also runs from the EXIT trap after cleanup.)
-  { find "$RUN_DIR" "$MESH_DATA_DIR" "$CARGO_TARGET_DIR/console-e2e" -path '*/pgdata/postmaster.pid' 2>/dev/null || true; } \
+  { find "$RUN_DIR" "$MESH_DATA_DIR" "$CARGO_TARGET_DIR/console-e2e" "$CARGO_TARGET_DIR/package-e2e" \
+      -path '*/pgdata/postmaster.pid' 2>/dev/null || true; } \
     | while read -r pid_file; do
         # (`db stop` refuses to run while DATABASE_URL names a server: it manages the embedded one.)
         env -u DATABASE_URL MESH_DATA_DIR="$(dirname "$(dirname "$pid_file")")" "$BIN" db stop >/dev/null 2>&1 || true
@@ -79,6 +80,10 @@ stop_servers
 
 step "operator console"
 scripts/test-console.sh
+stop_servers
+
+step "package: build the .deb, install it, sign in from the installed console over verify-full TLS"
+scripts/test-package.sh
 stop_servers
 left="$(pgrep -af "postgres -D ($CARGO_TARGET_DIR|$RUN_DIR)" || true)"
 [ -z "$left" ] || { echo "servers left running:"; echo "$left"; exit 1; }
