@@ -16,6 +16,9 @@ cd "$(dirname "$0")/.."
 ROOT="$PWD"
 started=$SECONDS
 
+# The package is tested as an operator has it: nothing from the caller's environment names a
+# database (scripts/test.sh exports its test cluster's DATABASE_URL).
+unset DATABASE_URL
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 SCREENSHOTS="${PACKAGE_SCREENSHOTS:-$PWD/target/package-screenshots}"
 TOOLS_DIR="${MESH_CARGO_TOOLS:-$PWD/.mesh/cargo-tools}"
