@@ -7,92 +7,34 @@
 // SCREENSHOT_DIR (where each view's screenshot goes; taken with `import -window root`).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
+import { execFileSync } from "node:child_process";
+import { screenshot as screenshotTo, sleep, startDriver, waitFor } from "./webdriver.mjs";
 
 const APP = process.env.CONSOLE_APP;
 const DRIVER = process.env.TAURI_DRIVER;
 const FIXTURE = process.env.FIXTURE;
 const ids = JSON.parse(process.env.FIXTURE_JSON ?? "{}");
 const SHOTS = process.env.SCREENSHOT_DIR ?? "target/console-screenshots";
-// Random ports unless given, so concurrent runs on one machine do not collide.
-const PORT = Number(process.env.WEBDRIVER_PORT ?? 20000 + Math.floor(Math.random() * 20000));
-const NATIVE_PORT = PORT + 1;
-const BASE = `http://127.0.0.1:${PORT}`;
 const OPERATOR = "ops_alice";
 const OPERATOR_PASSWORD = "correct-horse-battery";
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function wd(method, path, body) {
-  const response = await fetch(`${BASE}${path}`, {
-    method,
-    headers: { "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(60000),
-  });
-  const json = await response.json().catch(() => ({}));
-  if (!response.ok) {
-    throw new Error(`${method} ${path} -> ${response.status}: ${JSON.stringify(json.value ?? json).slice(0, 400)}`);
-  }
-  return json.value;
-}
-
-const ELEMENT = "element-6066-11e4-a52e-4f735466cecf";
-let session;
-
-async function waitFor(what, probe, timeoutMs = 20000) {
-  const deadline = Date.now() + timeoutMs;
-  let lastError;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value) return value;
-    } catch (err) {
-      lastError = err;
-    }
-    await sleep(250);
-  }
-  throw new Error(`timed out waiting for ${what}${lastError ? `: ${lastError.message}` : ""}`);
-}
-
-async function find(css, timeoutMs) {
-  return waitFor(css, async () => {
-    const found = await wd("POST", `/session/${session}/elements`, { using: "css selector", value: css });
-    return found.length ? found[0][ELEMENT] : null;
-  }, timeoutMs);
-}
-
-async function count(css) {
-  const found = await wd("POST", `/session/${session}/elements`, { using: "css selector", value: css });
-  return found.length;
-}
-
-const click = async (css) => wd("POST", `/session/${session}/element/${await find(css)}/click`, {});
-const type = async (css, text) => wd("POST", `/session/${session}/element/${await find(css)}/value`, { text });
-const text = async (css) => wd("GET", `/session/${session}/element/${await find(css)}/text`);
-const script = (source, args = []) => wd("POST", `/session/${session}/execute/sync`, { script: source, args });
+/** The WebDriver client (ui/e2e/webdriver.mjs), shared with the package suite. */
+let driver;
+const find = (css, timeoutMs) => driver.find(css, timeoutMs);
+const count = (css) => driver.count(css);
+const click = (css) => driver.click(css);
+const type = (css, value) => driver.type(css, value);
+const text = (css) => driver.text(css);
+const script = (source, args = []) => driver.script(source, args);
+const choose = (css, value) => driver.choose(css, value);
+const clear = (css) => driver.clear(css);
 
 async function waitText(css, expected) {
   return waitFor(`${css} to contain ${expected}`, async () => ((await text(css)).includes(expected) ? true : null));
 }
 
-/** Chooses an option of a React-controlled <select> the way a user's choice would. */
-async function choose(css, value) {
-  await find(css);
-  await script(
-    `const el = document.querySelector(arguments[0]);
-     const setter = Object.getOwnPropertyDescriptor(HTMLSelectElement.prototype, "value").set;
-     setter.call(el, arguments[1]);
-     el.dispatchEvent(new Event("change", { bubbles: true }));`,
-    [css, value],
-  );
-}
-
 function screenshot(name) {
-  mkdirSync(SHOTS, { recursive: true });
-  execFileSync("import", ["-window", "root", join(SHOTS, `${name}.png`)]);
+  screenshotTo(SHOTS, name);
 }
 
 /** Runs an e2e_fixture subcommand (SQL checks and changes behind the window's back); its JSON. */
@@ -101,8 +43,6 @@ function fixture(...args) {
 }
 
 const sqlGrant = (requestId) => fixture("grant", requestId);
-
-const clear = async (css) => wd("POST", `/session/${session}/element/${await find(css)}/clear`, {});
 
 /** Opens an entry from the memory browser by its id. */
 async function openEntry(entry) {
@@ -114,7 +54,7 @@ async function openEntry(entry) {
   await find('[data-testid="entry-detail"]');
 }
 
-const enabled = async (css) => wd("GET", `/session/${session}/element/${await find(css)}/enabled`);
+const enabled = async (css) => driver.request("GET", `/session/${driver.session}/element/${await find(css)}/enabled`);
 
 test("operator console, end to end in a real window", { timeout: 480000 }, async (t) => {
   t.afterEach((sub) => {
@@ -127,16 +67,9 @@ test("operator console, end to end in a real window", { timeout: 480000 }, async
     }
   });
   assert.ok(APP && DRIVER && FIXTURE && ids.request_id, "CONSOLE_APP, TAURI_DRIVER, FIXTURE and FIXTURE_JSON are required");
-  const driver = spawn(DRIVER, ["--port", String(PORT), "--native-port", String(NATIVE_PORT)], { stdio: ["ignore", "inherit", "inherit"] });
-  t.after(async () => {
-    if (session) await wd("DELETE", `/session/${session}`).catch(() => {});
-    driver.kill("SIGTERM");
-  });
-  await waitFor("tauri-driver", async () => (await fetch(`${BASE}/status`, { signal: AbortSignal.timeout(5000) })).ok, 30000);
-  const created = await wd("POST", "/session", {
-    capabilities: { alwaysMatch: { "tauri:options": { application: APP } } },
-  });
-  session = created.sessionId;
+  driver = await startDriver(DRIVER);
+  t.after(() => driver.quit());
+  await driver.launch(APP);
 
   await t.test("without DATABASE_URL the console opens on the connection screen", async () => {
     await find('[data-testid="connection-screen"]', 60000);
