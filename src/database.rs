@@ -15,7 +15,9 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 
 pub(crate) use connect::reach;
-pub use connect::{connect_options, explain_connect_error, server_address, ssl_mode_name, ConnectError, SSL_MODES};
+pub use connect::{
+    connect_options, explain_connect_error, server_address, ssl_mode_name, with_tls, ConnectError, SSL_MODES,
+};
 pub use schema::{binary_version, check_schema, is_read_only_refusal, read_only_session, SchemaState};
 
 /// The schema history, embedded from `migrations/`. Append-only: never edit a landed file.

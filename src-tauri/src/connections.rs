@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+use mesh_memory::database;
 use serde::{Deserialize, Serialize};
 use specta::Type;
 use sqlx::postgres::{PgConnectOptions, PgSslMode};
@@ -38,17 +39,6 @@ impl TlsMode {
             TlsMode::Require => PgSslMode::Require,
             TlsMode::VerifyCa => PgSslMode::VerifyCa,
             TlsMode::VerifyFull => PgSslMode::VerifyFull,
-        }
-    }
-
-    /// The libpq name, for labels.
-    fn name(self) -> &'static str {
-        match self {
-            TlsMode::Disable => "disable",
-            TlsMode::Prefer => "prefer",
-            TlsMode::Require => "require",
-            TlsMode::VerifyCa => "verify-ca",
-            TlsMode::VerifyFull => "verify-full",
         }
     }
 }
@@ -82,37 +72,24 @@ impl ServerConnection {
         if self.port == 0 {
             return Err(invalid("the port must be between 1 and 65535 (PostgreSQL's default is 5432)"));
         }
-        let database = self.database.trim();
-        if database.is_empty() || database.len() > 63 {
+        let database_name = self.database.trim();
+        if database_name.is_empty() || database_name.len() > 63 {
             return Err(invalid("enter the database name (1 to 63 characters)"));
         }
-        let mut options = PgConnectOptions::new_without_pgpass()
+        let options = PgConnectOptions::new_without_pgpass()
             .host(host)
             .port(self.port)
-            .database(database)
-            .ssl_mode(self.tls.ssl_mode())
+            .database(database_name)
             .application_name("mesh-memory-console");
-        if let Some(ca) = self.ca_file() {
-            check_ca_file(ca)?;
-            options = options.ssl_root_cert(ca);
-            // libpq reads `require` with a CA file as `verify-ca`; so does the console.
-            if self.tls == TlsMode::Require {
-                options = options.ssl_mode(PgSslMode::VerifyCa);
-            }
-        }
-        Ok(options)
-    }
-
-    /// The CA file, if one was given.
-    fn ca_file(&self) -> Option<&str> {
-        self.ca_file.as_deref().map(str::trim).filter(|f| !f.is_empty())
+        database::with_tls(options, self.tls.ssl_mode(), self.ca_file.as_deref())
+            .map_err(|err| ConsoleError::new(ErrorKind::Invalid, err.to_string()))
     }
 
     /// What the status bar shows: `role@host:port/database (TLS verify-full)`.
     pub fn label(&self) -> String {
         let tls = match self.tls {
             TlsMode::Disable => "no TLS".to_owned(),
-            mode => format!("TLS {}", mode.name()),
+            mode => format!("TLS {}", database::ssl_mode_name(mode.ssl_mode())),
         };
         format!("{}@{}:{}/{} ({tls})", self.role.trim(), self.host.trim(), self.port, self.database.trim())
     }
@@ -128,15 +105,6 @@ impl ServerConnection {
 
 fn invalid(message: &str) -> ConsoleError {
     ConsoleError::new(ErrorKind::Invalid, message)
-}
-
-/// A CA file must be a readable file before a connection is tried, so the error says which file.
-fn check_ca_file(path: &str) -> Result<(), ConsoleError> {
-    match std::fs::metadata(path) {
-        Ok(meta) if meta.is_file() => Ok(()),
-        Ok(_) => Err(invalid(&format!("the CA file {path} is not a file"))),
-        Err(err) => Err(invalid(&format!("cannot read the CA file {path}: {err}"))),
-    }
 }
 
 /// The server connections the console remembers, newest first.
@@ -271,7 +239,7 @@ mod tests {
     fn require_with_a_ca_file_checks_the_certificate_as_libpq_does() {
         let dir = std::env::temp_dir().join(format!("mesh-ca-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("ca.pem"), "-----BEGIN CERTIFICATE-----\n").unwrap();
+        std::fs::write(dir.join("ca.pem"), "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n").unwrap();
         let mut with_ca = server("alice");
         with_ca.tls = TlsMode::Require;
         with_ca.ca_file = Some(dir.join("ca.pem").display().to_string());

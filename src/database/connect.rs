@@ -119,13 +119,36 @@ pub fn connect_options(url: &str) -> Result<PgConnectOptions, ConnectError> {
     let root_cert = query_parameter(url, &["sslrootcert", "ssl-root-cert", "ssl-ca"])
         .or_else(|| std::env::var("PGSSLROOTCERT").ok())
         .filter(|value| !value.trim().is_empty());
-    let options = match (options.get_socket(), options.get_ssl_mode(), &root_cert) {
+    libpq_tls_rules(options, root_cert.as_deref())
+}
+
+/// Options for a server given field by field (the console's connection form): `mode` and the CA
+/// file `root_cert` (none or blank: the system's trusted CAs) under the same libpq rules as
+/// [`connect_options`] gives a URL.
+pub fn with_tls(
+    options: PgConnectOptions,
+    mode: PgSslMode,
+    root_cert: Option<&str>,
+) -> Result<PgConnectOptions, ConnectError> {
+    let root_cert = root_cert.map(str::trim).filter(|value| !value.is_empty());
+    let options = match root_cert {
+        Some(ca) => options.ssl_mode(mode).ssl_root_cert(ca),
+        None => options.ssl_mode(mode),
+    };
+    libpq_tls_rules(options, root_cert)
+}
+
+/// libpq's TLS rules, once for URLs and forms: no TLS on a unix socket, `require` with a CA file
+/// verifies the chain like `verify-ca`, and a CA file that cannot be read is reported before any
+/// connection is tried.
+fn libpq_tls_rules(options: PgConnectOptions, root_cert: Option<&str>) -> Result<PgConnectOptions, ConnectError> {
+    let options = match (options.get_socket(), options.get_ssl_mode(), root_cert) {
         // libpq never asks for TLS on a unix socket (PostgreSQL offers none there).
         (Some(_), _, _) => options.ssl_mode(PgSslMode::Disable),
         (None, PgSslMode::Require, Some(_)) => options.ssl_mode(PgSslMode::VerifyCa),
         _ => options,
     };
-    if let (Some(path), true) = (ca_file(root_cert.as_deref()), !matches!(options.get_ssl_mode(), PgSslMode::Disable)) {
+    if let (Some(path), true) = (ca_file(root_cert), !matches!(options.get_ssl_mode(), PgSslMode::Disable)) {
         check_ca_file(&path)?;
     }
     Ok(options)
@@ -409,6 +432,13 @@ mod tests {
         assert!(matches!(plain.get_ssl_mode(), PgSslMode::Require));
         let socket = connect_options("postgres://u@localhost/x?host=/run/postgresql").unwrap();
         assert!(matches!(socket.get_ssl_mode(), PgSslMode::Disable));
+        // A form (the console's) follows the same rules: a CA upgrades `require`, a blank one is none.
+        let form = || PgConnectOptions::new_without_pgpass().host("db.example").port(5432);
+        let with_ca = with_tls(form(), PgSslMode::Require, Some(ca.to_str().unwrap())).unwrap();
+        assert!(matches!(with_ca.get_ssl_mode(), PgSslMode::VerifyCa));
+        assert!(matches!(with_tls(form(), PgSslMode::Require, Some("  ")).unwrap().get_ssl_mode(), PgSslMode::Require));
+        let missing = with_tls(form(), PgSslMode::VerifyFull, Some("/nonexistent/ca.pem")).unwrap_err();
+        assert!(missing.to_string().starts_with("cannot read the CA file /nonexistent/ca.pem: "), "{missing}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
