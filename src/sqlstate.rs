@@ -138,6 +138,15 @@ impl ProjectSqlState {
     }
 }
 
+/// Whether `error` is the server refusing a signed-in login when a pool opens a new connection
+/// for it (`28000`: NOLOGIN, `28P01`: the password expired or changed): for an erasure, the same
+/// ending as [`ProjectSqlState::LoginNoLongerValid`], found at connect time instead of by
+/// `mesh_require_operator_login` inside the action (which of the two depends only on whether the
+/// pool had an idle connection).
+pub fn login_refused(error: &sqlx::Error) -> bool {
+    matches!(error.as_database_error().and_then(|db| db.code()).as_deref(), Some("28000" | "28P01"))
+}
+
 impl std::fmt::Display for ProjectSqlState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.code())

@@ -295,11 +295,24 @@ pub enum ErasureError {
     WeakKey(#[from] crate::retrieval::WeakMasterKey),
     /// The database failed (a lock timeout included: nothing was erased).
     #[error("database error during erasure: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
+}
+
+impl From<sqlx::Error> for ErasureError {
+    /// Every failed statement of an erasure is read the one way [`ErasureError::from_sql`] reads
+    /// it, whichever statement (or connection) failed.
+    fn from(err: sqlx::Error) -> Self {
+        Self::from_sql(err)
+    }
 }
 
 impl ErasureError {
     fn from_sql(err: sqlx::Error) -> Self {
+        if crate::sqlstate::login_refused(&err) {
+            return Self::LoginNoLongerValid(
+                err.as_database_error().map(|e| e.message().to_owned()).unwrap_or_default(),
+            );
+        }
         match ProjectSqlState::of(&err) {
             Some(ProjectSqlState::ReasonRequired) => Self::ReasonRequired,
             Some(ProjectSqlState::ErasureScopeChanged) => Self::ScopeChanged,
